@@ -75,8 +75,9 @@ struct Event {
   Family family;
   int16_t device;     // -1 if unknown
   uint16_t pad = 0;
+  uint32_t context = 0;  // small context id (0 = unknown / primary)
 };
-static_assert(sizeof(Event) == 56 || sizeof(Event) == 48, "keep Event compact");
+static_assert(sizeof(Event) == 56, "keep Event compact");
 
 // Where a leak was found (DESIGN.md section 5, leaks[].detected_at).
 enum class DetectedAt : uint8_t { Exit, ContextTeardown };

@@ -1,0 +1,60 @@
+// torchseal: run a program under the leak detector, and read its reports.
+#include <cstdio>
+#include <string>
+
+#include "commands.h"
+
+namespace torchseal::cli {
+
+void print_error(const std::string &msg) {
+  std::fprintf(stderr, "torchseal: error: %s\n", msg.c_str());
+}
+
+}  // namespace torchseal::cli
+
+int main(int argc, char **argv) {
+  using namespace torchseal::cli;
+  CLI::App app{
+      "torchseal finds CUDA memory leaks: allocations still live at exit or at context\n"
+      "teardown, with the native and Python stacks that made them.\n\n"
+      "  torchseal run [OPTIONS] -- CMD...    run CMD with the detector preloaded\n"
+      "  torchseal report FILE               print the report stored in FILE",
+      "torchseal"};
+  app.set_version_flag("--version", std::string(TORCHSEAL_VERSION));
+  app.require_subcommand(1);
+  app.footer(
+      "EXIT STATUS\n"
+      "  0 success; 2 bad usage or unusable input. `run` exits with CMD's own status.\n\n"
+      "Run `torchseal SUBCOMMAND --help` for each subcommand's options.\n");
+
+  RunOptions run_opts;
+  ReportOptions report_opts;
+  CLI::App *run = add_run_command(app, run_opts);
+  CLI::App *report = add_report_command(app, report_opts);
+
+  // CLI11 would call an unknown word a missing subcommand; say what it is.
+  if (argc > 1 && argv[1][0] != '-' && std::string(argv[1]) != "run" &&
+      std::string(argv[1]) != "report") {
+    print_error(std::string("unknown command '") + argv[1] + "' (see torchseal --help)");
+    return kExitUnusable;
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp &e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp &e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion &e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError &e) {
+    std::string msg = e.what();
+    for (char &c : msg) {
+      if (c == '\n') c = ' ';
+    }
+    print_error(msg + " (see torchseal --help)");
+    return kExitUnusable;
+  }
+  if (run->parsed()) return run_command(run_opts);
+  if (report->parsed()) return report_command(report_opts);
+  return kExitUnusable;
+}

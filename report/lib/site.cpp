@@ -1,0 +1,94 @@
+#include "site.h"
+
+#include <cctype>
+
+namespace torchseal {
+namespace {
+
+std::string_view basename_of(std::string_view path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string_view::npos ? path : path.substr(slash + 1);
+}
+
+bool starts_with(std::string_view s, std::string_view prefix) {
+  return s.substr(0, prefix.size()) == prefix;
+}
+
+void append_field(std::string &key, std::string_view s) {
+  // Length-prefixed, so no choice of separator can be forged by a name.
+  key += std::to_string(s.size());
+  key += ':';
+  key += s;
+}
+
+}  // namespace
+
+bool is_internal_module(std::string_view module_path) {
+  std::string_view base = basename_of(module_path);
+  return starts_with(base, "libtorchseal") || starts_with(base, "libcudart") ||
+         starts_with(base, "libcuda.") || starts_with(base, "libcupti");
+}
+
+bool is_cuda_api_function(std::string_view fn) {
+  if (starts_with(fn, "cuda") || starts_with(fn, "__cuda") || starts_with(fn, "cudart::") ||
+      starts_with(fn, "libcudart_static")) {
+    return true;
+  }
+  // Driver API: cuMemAlloc_v2, cuCtxDestroy, ... but not user names like "cute".
+  return fn.size() > 2 && fn[0] == 'c' && fn[1] == 'u' &&
+         std::isupper(static_cast<unsigned char>(fn[2]));
+}
+
+std::vector<NativeFrame> trim_frames(std::vector<NativeFrame> frames) {
+  size_t i = 0;
+  while (i < frames.size() && is_internal_module(frames[i].module)) ++i;
+  if (i == frames.size()) return frames;
+  // A statically linked runtime's helpers may have no symbol at all; a
+  // nameless frame is skipped only when a CUDA API frame follows it, i.e.
+  // when it is evidently inside the runtime rather than user code without
+  // symbols.
+  size_t j = i, cut = i;
+  while (j < frames.size() &&
+         (frames[j].function.empty() || is_cuda_api_function(frames[j].function))) {
+    if (!frames[j].function.empty()) cut = j + 1;
+    ++j;
+  }
+  if (cut == frames.size()) cut = i;
+  frames.erase(frames.begin(), frames.begin() + static_cast<std::ptrdiff_t>(cut));
+  return frames;
+}
+
+std::string site_key(const std::vector<NativeFrame> &frames,
+                     const std::vector<PythonFrame> &python_frames) {
+  std::string key;
+  key.reserve(frames.size() * 48);
+  for (const NativeFrame &f : frames) {
+    if (f.function.empty() && f.file.empty()) {
+      // No symbols at all: the raw address is the only identity there is.
+      key += 'A';
+      append_field(key, f.module);
+      key += std::to_string(f.address);
+    } else {
+      // Function plus source line, so unrolled or duplicated copies of one
+      // call line merge. Without line info the module disambiguates
+      // same-named static functions in different objects.
+      key += 'N';
+      append_field(key, f.function);
+      append_field(key, f.file);
+      key += std::to_string(f.line);
+      if (f.line == 0) append_field(key, f.module);
+    }
+    key += ';';
+  }
+  key += '|';
+  for (const PythonFrame &p : python_frames) {
+    key += 'P';
+    append_field(key, p.function);
+    append_field(key, p.file);
+    key += std::to_string(p.line);
+    key += ';';
+  }
+  return key;
+}
+
+}  // namespace torchseal

@@ -1,0 +1,40 @@
+# Shared helpers for scripts/*. Source it; do not run it.
+# shellcheck shell=bash
+
+TS_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+TS_BUILD="${TORCHSEAL_BUILD_DIR:-$TS_ROOT/build}"
+
+ts_say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+ts_err() { printf 'error: %s\n' "$*" >&2; }
+
+# The meson option that points at the CUDA toolkit (declared in
+# meson_options.txt; currently `cuda_root`).
+ts_cuda_option() {
+  local name
+  name="$(grep -oE "option\('[A-Za-z0-9_-]*cuda[A-Za-z0-9_-]*'" "$TS_ROOT/meson_options.txt" \
+          | head -n1 | sed -E "s/option\('(.*)'/\1/")"
+  printf '%s\n' "${name:-cuda_root}"
+}
+
+# Configure (or reconfigure) and compile $TS_BUILD. meson's configure output
+# is shown only when it fails.
+ts_build() {
+  local opt; opt="$(ts_cuda_option)"
+  local args=() log
+  if [[ -n "${CUDA_ROOT:-}" ]]; then args+=("-D${opt}=${CUDA_ROOT}"); fi
+  log="$(mktemp)"
+  if [[ -f "$TS_BUILD/meson-private/coredata.dat" ]]; then
+    ts_say "reconfiguring $TS_BUILD"
+    args=(--reconfigure "${args[@]}")
+  else
+    ts_say "configuring $TS_BUILD"
+  fi
+  if ! meson setup "${args[@]}" "$TS_BUILD" "$TS_ROOT" >"$log" 2>&1; then
+    cat "$log" >&2; rm -f "$log"
+    ts_err "meson setup failed"
+    return 1
+  fi
+  rm -f "$log"
+  ts_say "compiling"
+  meson compile -C "$TS_BUILD" || { ts_err "compilation failed"; return 1; }
+}

@@ -1,0 +1,67 @@
+#include "counters.h"
+
+#include <time.h>
+
+#include <new>
+
+namespace torchseal {
+
+namespace {
+thread_local uint32_t t_stripe __attribute__((tls_model("initial-exec"))) = 0;
+std::atomic<uint32_t> g_next_stripe{1};
+
+uint32_t my_stripe() {
+  if (!t_stripe) t_stripe = g_next_stripe.fetch_add(1, std::memory_order_relaxed);
+  return t_stripe;
+}
+}  // namespace
+
+uint64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+void Counters::add_event(uint64_t self_ns) {
+  Stripe &s = stripes_[my_stripe() % kStripes];
+  s.events.fetch_add(1, std::memory_order_relaxed);
+  s.self_ns.fetch_add(self_ns, std::memory_order_relaxed);
+}
+
+void Counters::add_live(int64_t delta) {
+  uint64_t now = live_.fetch_add(static_cast<uint64_t>(delta), std::memory_order_relaxed) +
+                 static_cast<uint64_t>(delta);
+  if (delta <= 0) return;
+  uint64_t peak = peak_.load(std::memory_order_relaxed);
+  while (now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  }
+}
+
+uint64_t Counters::events() const {
+  uint64_t n = 0;
+  for (const Stripe &s : stripes_) n += s.events.load(std::memory_order_relaxed);
+  return n;
+}
+
+double Counters::self_seconds() const {
+  uint64_t n = 0;
+  for (const Stripe &s : stripes_) n += s.self_ns.load(std::memory_order_relaxed);
+  return static_cast<double>(n) / 1e9;
+}
+
+void Counters::reset() {
+  for (Stripe &s : stripes_) {
+    s.events.store(0, std::memory_order_relaxed);
+    s.self_ns.store(0, std::memory_order_relaxed);
+  }
+  live_.store(0, std::memory_order_relaxed);
+  peak_.store(0, std::memory_order_relaxed);
+}
+
+Counters &counters() {
+  alignas(Counters) static unsigned char storage[sizeof(Counters)];
+  static Counters *c = new (storage) Counters();
+  return *c;
+}
+
+}  // namespace torchseal

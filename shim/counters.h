@@ -1,0 +1,35 @@
+// Process-wide counters that every event touches. Events and self-time are
+// striped by thread so concurrent threads do not bounce one cache line;
+// live bytes and the peak need one global view and stay single atomics.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace torchseal {
+
+class Counters {
+ public:
+  void add_event(uint64_t self_ns);
+  void add_live(int64_t delta);
+  uint64_t events() const;
+  double self_seconds() const;
+  uint64_t live_bytes() const { return live_.load(std::memory_order_relaxed); }
+  uint64_t peak_bytes() const { return peak_.load(std::memory_order_relaxed); }
+  void reset();
+
+ private:
+  static constexpr int kStripes = 32;
+  struct alignas(64) Stripe {
+    std::atomic<uint64_t> events{0};
+    std::atomic<uint64_t> self_ns{0};
+  };
+  Stripe stripes_[kStripes];
+  alignas(64) std::atomic<uint64_t> live_{0};
+  alignas(64) std::atomic<uint64_t> peak_{0};
+};
+
+Counters &counters();
+uint64_t now_ns();
+
+}  // namespace torchseal

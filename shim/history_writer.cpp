@@ -1,0 +1,432 @@
+#include "history_writer.h"
+
+#include <fcntl.h>
+#include <link.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <new>
+#include <vector>
+
+#include "counters.h"
+#include "format/event_codec.h"
+#include "format/tseal_format.h"
+#include "lifecycle.h"
+#include "log.h"
+#include "module_map.h"
+#include "recorder.h"
+#include "report_files.h"
+#include "symbolizer.h"
+
+namespace torchseal::history {
+namespace {
+
+using tseal::Chunk;
+
+constexpr size_t kSealBytes = 256 * 1024;  // hand a buffer to the writer past this
+
+struct ThreadBuf {
+  ShardLock lock;
+  std::vector<uint8_t> bytes;
+  tseal::CodecState st;
+  uint64_t base_time = 0;
+  uint32_t count = 0;
+  uint32_t tid = 0;
+  std::atomic<bool> dead{false};
+};
+
+struct Sealed {
+  uint32_t tid;
+  uint64_t base_time;
+  uint32_t count;
+  std::vector<uint8_t> bytes;
+};
+
+struct State {
+  ShardLock registry_lock;
+  std::vector<ThreadBuf *> bufs;
+  std::vector<Sealed> sealed;  // full buffers waiting for the writer
+  int fd = -1;
+  int wake_fd = -1;
+  pthread_t thread{};
+  bool thread_running = false;
+  std::atomic<bool> file_ok{false};
+  std::atomic<bool> stop{false};
+  std::atomic<int> dump_request{0};  // 0 none, 1 signal, 2 api, 3 oom
+  uint32_t stack_cursor[StackTable::kShards] = {};
+  unsigned long long modules_adds = ~0ull, modules_subs = ~0ull;
+  uint64_t events_written = 0;
+  std::string path;
+};
+
+State &S() {
+  alignas(State) static unsigned char storage[sizeof(State)];
+  static State *s = new (storage) State();
+  return *s;
+}
+
+pthread_key_t g_exit_key;
+pthread_once_t g_key_once = PTHREAD_ONCE_INIT;
+thread_local ThreadBuf *t_buf __attribute__((tls_model("initial-exec"))) = nullptr;
+
+void on_thread_exit(void *p) { static_cast<ThreadBuf *>(p)->dead.store(true); }
+void make_key() { pthread_key_create(&g_exit_key, on_thread_exit); }
+
+ThreadBuf *my_buf() {
+  if (t_buf) return t_buf;
+  auto *b = new ThreadBuf();
+  b->tid = static_cast<uint32_t>(syscall(SYS_gettid));
+  b->bytes.reserve(16 * 1024);
+  pthread_once(&g_key_once, make_key);
+  pthread_setspecific(g_exit_key, b);
+  {
+    Guard g(S().registry_lock);
+    S().bufs.push_back(b);
+  }
+  t_buf = b;
+  return b;
+}
+
+// ---- writing ----
+
+void disable_file(const char *why) {
+  State &s = S();
+  if (!s.file_ok.exchange(false)) return;
+  log::error("history file %s: %s; history recording stopped, the program goes on",
+             s.path.c_str(), why);
+}
+
+void write_all(const std::vector<uint8_t> &out) {
+  State &s = S();
+  if (!s.file_ok.load() || out.empty()) return;
+  size_t off = 0;
+  while (off < out.size()) {
+    ssize_t n = ::write(s.fd, out.data() + off, out.size() - off);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      disable_file(strerror(errno));
+      return;
+    }
+    off += static_cast<size_t>(n);
+  }
+}
+
+double unix_now() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<double>(ts.tv_sec) + ts.tv_nsec / 1e9;
+}
+
+void append_modules_if_changed(std::vector<uint8_t> &out) {
+  State &s = S();
+  struct Counts {
+    unsigned long long adds, subs;
+  } c{0, 0};
+  dl_iterate_phdr(
+      [](dl_phdr_info *info, size_t size, void *data) {
+        auto *cc = static_cast<Counts *>(data);
+        if (size >= offsetof(dl_phdr_info, dlpi_subs) + sizeof(info->dlpi_subs)) {
+          cc->adds = info->dlpi_adds;
+          cc->subs = info->dlpi_subs;
+        }
+        return 1;
+      },
+      &c);
+  if (c.adds == s.modules_adds && c.subs == s.modules_subs) return;
+  s.modules_adds = c.adds;
+  s.modules_subs = c.subs;
+  std::vector<uint8_t> payload;
+  tseal::ByteWriter w(payload);
+  auto mods = capture_module_map();
+  w.varint(mods.size());
+  for (const Module &m : mods) {
+    w.str(m.path);
+    w.u64(m.base);
+    w.u64(m.lo);
+    w.u64(m.hi);
+    w.str(m.build_id);
+  }
+  tseal::append_chunk(out, Chunk::Modules, payload);
+}
+
+void append_new_stacks(std::vector<uint8_t> &out) {
+  std::vector<uint8_t> payload;
+  tseal::ByteWriter w(payload);
+  uint64_t n = 0;
+  std::vector<uint8_t> body;
+  tseal::ByteWriter b(body);
+  recorder().stacks().for_each_since(S().stack_cursor, [&](StackId id, const uint64_t *ips, uint32_t len) {
+    b.varint(id);
+    b.varint(len);
+    uint64_t prev = 0;
+    for (uint32_t i = 0; i < len; ++i) {
+      b.svarint(static_cast<int64_t>(ips[i] - prev));
+      prev = ips[i];
+    }
+    ++n;
+  });
+  if (!n) return;
+  w.varint(n);
+  payload.insert(payload.end(), body.begin(), body.end());
+  tseal::append_chunk(out, Chunk::Stacks, payload);
+}
+
+void append_events(std::vector<uint8_t> &out, const Sealed &c) {
+  std::vector<uint8_t> payload;
+  payload.reserve(c.bytes.size() + 24);
+  tseal::ByteWriter w(payload);
+  w.u32(c.tid);
+  w.u64(c.base_time);
+  w.varint(c.count);
+  payload.insert(payload.end(), c.bytes.begin(), c.bytes.end());
+  tseal::append_chunk(out, Chunk::Events, payload);
+  S().events_written += c.count;
+}
+
+Sealed seal(ThreadBuf &b) {
+  Sealed c{b.tid, b.base_time, b.count, {}};
+  c.bytes.swap(b.bytes);
+  b.bytes.reserve(16 * 1024);
+  b.count = 0;
+  return c;
+}
+
+// One pass: drain every buffer, then write new modules and stacks before the
+// events that reference them.
+void pass() {
+  State &s = S();
+  std::vector<Sealed> chunks;
+  std::vector<ThreadBuf *> dead;
+  {
+    Guard g(s.registry_lock);
+    chunks.swap(s.sealed);
+    for (auto it = s.bufs.begin(); it != s.bufs.end();) {
+      ThreadBuf *b = *it;
+      {
+        Guard bg(b->lock);
+        if (b->count) chunks.push_back(seal(*b));
+      }
+      if (b->dead.load()) {
+        dead.push_back(b);
+        it = s.bufs.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (ThreadBuf *b : dead) delete b;
+  if (!s.file_ok.load()) return;
+  std::vector<uint8_t> out;
+  std::vector<uint8_t> pass_payload;
+  tseal::ByteWriter(pass_payload).u64(now_ns());
+  tseal::append_chunk(out, Chunk::Pass, pass_payload);
+  append_modules_if_changed(out);
+  append_new_stacks(out);
+  for (const Sealed &c : chunks) append_events(out, c);
+  write_all(out);
+}
+
+void append_process_chunk(std::vector<uint8_t> &out) {
+  std::vector<uint8_t> payload;
+  tseal::ByteWriter w(payload);
+  AnalysisInput probe;
+  fill_process_info(probe.process);
+  const ProcessInfo &p = probe.process;
+  w.u64(static_cast<uint64_t>(p.pid));
+  w.svarint(p.rank);
+  w.str(p.hostname);
+  w.f64(p.start_time);
+  w.str(p.backend);
+  w.str(p.python);
+  w.varint(p.argv.size());
+  for (const auto &a : p.argv) w.str(a);
+  // CLOCK_MONOTONIC -> unix time, for exports that need wall-clock stamps.
+  w.f64(unix_now() - static_cast<double>(now_ns()) / 1e9);
+  tseal::append_chunk(out, Chunk::Process, payload);
+}
+
+void append_symbols(std::vector<uint8_t> &out) {
+  std::vector<std::vector<uint64_t>> stacks;
+  recorder().stacks().export_all(stacks);
+  std::vector<uint64_t> ips;
+  for (const auto &st : stacks) ips.insert(ips.end(), st.begin(), st.end());
+  std::sort(ips.begin(), ips.end());
+  ips.erase(std::unique(ips.begin(), ips.end()), ips.end());
+  Symbolizer sym(capture_module_map());
+  std::vector<uint8_t> payload;
+  tseal::ByteWriter w(payload);
+  w.varint(ips.size());
+  for (uint64_t ip : ips) {
+    const auto &frames = sym.symbolize(ip);
+    w.varint(ip);
+    w.varint(frames.size());
+    for (const NativeFrame &f : frames) {
+      w.str(f.function);
+      w.str(f.file);
+      w.varint(static_cast<uint64_t>(f.line < 0 ? 0 : f.line));
+      w.str(f.module);
+    }
+  }
+  tseal::append_chunk(out, Chunk::Symbols, payload);
+}
+
+const char *trigger_name(int req) {
+  switch (req) {
+    case 1: return "signal";
+    case 2: return "api";
+    case 3: return "oom";
+    default: return "signal";
+  }
+}
+
+void *writer_main(void *) {
+  State &s = S();
+  // Not an application thread: nothing it does is a user allocation.
+  mark_thread_internal();
+  pthread_setname_np(pthread_self(), "torchseal-wr");
+  while (!s.stop.load()) {
+    pollfd pfd{s.wake_fd, POLLIN, 0};
+    int rc = poll(&pfd, 1, static_cast<int>(kFlushIntervalMs));
+    if (rc > 0) {
+      uint64_t v;
+      ssize_t ignored = read(s.wake_fd, &v, sizeof v);
+      (void)ignored;
+    }
+    pass();
+    int req = s.dump_request.exchange(0);
+    if (req && !s.stop.load()) write_report(trigger_name(req));
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+bool enabled() { return S().file_ok.load(std::memory_order_relaxed); }
+
+bool start(const std::string &path) {
+  State &s = S();
+  if (s.thread_running) return enabled();
+  s.path = path;
+  s.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (!path.empty()) {
+    s.fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (s.fd < 0) {
+      log::error("cannot create history file %s: %s; only the exit report will be written",
+                 path.c_str(), strerror(errno));
+    } else {
+      s.file_ok.store(true);
+      std::vector<uint8_t> out;
+      tseal::append_file_header(out);
+      append_process_chunk(out);
+      write_all(out);
+    }
+  }
+  // Block every signal in the writer so the host's handlers never run on it.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  s.thread_running = pthread_create(&s.thread, nullptr, writer_main, nullptr) == 0;
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (!s.thread_running) log::error("cannot start the history writer thread; history is off");
+  return enabled();
+}
+
+void append(const Event &e) {
+  State &s = S();
+  if (!s.thread_running) return;
+  ThreadBuf *b = my_buf();
+  Guard g(b->lock);
+  if (!b->count) {
+    b->base_time = e.time_ns;
+    b->st.reset(e.time_ns);
+  }
+  tseal::ByteWriter w(b->bytes);
+  tseal::encode_event(w, b->st, e);
+  ++b->count;
+  if (b->bytes.size() >= kSealBytes) {
+    Sealed c = seal(*b);
+    Guard rg(s.registry_lock);
+    s.sealed.push_back(std::move(c));
+  }
+}
+
+void request_dump(const char *trigger) {
+  State &s = S();
+  int code = 1;
+  if (trigger[0] == 'a') code = 2;
+  else if (trigger[0] == 'o') code = 3;
+  s.dump_request.store(code);
+  if (s.wake_fd >= 0) {
+    uint64_t one = 1;
+    ssize_t ignored = write(s.wake_fd, &one, sizeof one);
+    (void)ignored;
+  }
+}
+
+void finish(bool clean) {
+  State &s = S();
+  if (!s.thread_running) return;
+  s.stop.store(true);
+  request_dump("none");
+  s.dump_request.store(0);
+  pthread_join(s.thread, nullptr);
+  s.thread_running = false;
+  pass();
+  if (s.file_ok.load()) {
+    std::vector<uint8_t> out;
+    if (clean) {
+      try {
+        append_symbols(out);
+      } catch (...) {
+        log::warn("could not append the symbol table to %s", s.path.c_str());
+      }
+    }
+    std::vector<uint8_t> payload;
+    tseal::ByteWriter w(payload);
+    w.f64(unix_now());
+    w.varint(s.events_written);
+    w.u8(clean ? 1 : 0);
+    tseal::append_chunk(out, Chunk::End, payload);
+    write_all(out);
+  }
+  if (s.fd >= 0) close(s.fd);
+  s.fd = -1;
+  s.file_ok.store(false);
+}
+
+void reset_after_fork() {
+  State &s = S();
+  // The parent's writer thread does not exist here, and its file is not ours.
+  if (s.fd >= 0) close(s.fd);
+  if (s.wake_fd >= 0) close(s.wake_fd);
+  s.fd = s.wake_fd = -1;
+  s.file_ok.store(false);
+  s.thread_running = false;
+  s.stop.store(false);
+  s.dump_request.store(0);
+  s.registry_lock.reset_after_fork();
+  // Other threads' buffers hold the parent's events; they are gone with them.
+  for (ThreadBuf *b : s.bufs)
+    if (b != t_buf) delete b;
+  s.bufs.clear();
+  s.sealed.clear();
+  if (t_buf) {
+    t_buf->lock.reset_after_fork();
+    t_buf->bytes.clear();
+    t_buf->count = 0;
+    s.bufs.push_back(t_buf);
+  }
+  for (auto &c : s.stack_cursor) c = 0;
+  s.modules_adds = s.modules_subs = ~0ull;
+  s.events_written = 0;
+}
+
+}  // namespace torchseal::history

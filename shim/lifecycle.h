@@ -1,0 +1,43 @@
+// When torchseal wakes up, how it survives fork, and how it ends.
+//
+// The constructor does nothing: a process that never calls CUDA (sh, a
+// DataLoader worker, nvidia-smi) pays one relaxed load per hooked call and
+// writes no files. The first CUDA call parses the configuration and arms the
+// exit report; a bad setting leaves the shim inert with one line on stderr.
+#pragma once
+
+#include <cstdint>
+
+#include "config.h"
+
+namespace torchseal {
+
+enum class ShimState : int { Uninit = 0, Active = 1, Disabled = 2, Finished = 3 };
+
+// True when events should be recorded. Initialises on first use.
+bool ensure_active();
+// True when active, without initialising.
+bool is_active();
+const Config &config();
+const char *backend_name();
+
+// Marks the calling thread as torchseal's own (writer, watcher): hooked calls
+// made on it are never recorded.
+void mark_thread_internal();
+
+// Per-thread nesting depth of hooked calls. A runtime call that reaches the
+// driver through hooked pointers is one event, recorded by the outermost hook.
+class HookScope {
+ public:
+  HookScope();
+  ~HookScope();
+  HookScope(const HookScope &) = delete;
+  HookScope &operator=(const HookScope &) = delete;
+  // True in the outermost hooked call of an active shim.
+  bool record() const { return record_; }
+
+ private:
+  bool record_;
+};
+
+}  // namespace torchseal

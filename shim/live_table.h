@@ -1,0 +1,65 @@
+// Live allocations: address -> record, sharded by address hash so concurrent
+// threads rarely share a lock. Open addressing with tombstone-free backward
+// shift deletion keeps a live allocation at 48 bytes of slot plus load slack.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "analysis_input.h"
+#include "shard_lock.h"
+
+namespace torchseal {
+
+struct LiveRecord {
+  uint64_t addr;  // 0 marks an empty slot (CUDA never returns a null allocation)
+  uint64_t size;
+  StackId stack;
+  PyStackId pystack;
+  ApiId api;
+  Family family;
+  int8_t device;
+  uint32_t context;  // small context id, for teardown
+  uint32_t pad;
+};
+static_assert(sizeof(LiveRecord) == 40);
+
+class LiveTable {
+ public:
+  static constexpr int kShardBits = 6;
+  static constexpr int kShards = 1 << kShardBits;
+
+  // Inserts; if the address is already live (a missed free), the old record is
+  // replaced and returned through `replaced` so the caller can account for it.
+  bool insert(const LiveRecord &r, LiveRecord *replaced);
+  // Removes and returns the record for `addr`; false if it is not live.
+  bool remove(uint64_t addr, LiveRecord *out);
+  bool find(uint64_t addr, LiveRecord *out);
+
+  // Visits every live record (each shard locked in turn).
+  void for_each(const std::function<void(const LiveRecord &)> &fn);
+  // Removes every record for which `pred` is true, passing each to `sink`.
+  void remove_if(const std::function<bool(const LiveRecord &)> &pred,
+                 const std::function<void(const LiveRecord &)> &sink);
+  void clear();
+  size_t size();
+  void reset_locks_after_fork();
+
+ private:
+  struct Shard {
+    ShardLock lock;
+    std::vector<LiveRecord> slots;
+    size_t used = 0;
+  };
+  static size_t home(uint64_t addr, size_t mask) { return (mix64(addr) >> kShardBits) & mask; }
+  static Shard &shard_for(Shard *shards, uint64_t addr) {
+    return shards[mix64(addr) & (kShards - 1)];
+  }
+  static void grow(Shard &s);
+  static void erase_at(Shard &s, size_t i);
+
+  Shard shards_[kShards];
+};
+
+}  // namespace torchseal

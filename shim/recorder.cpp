@@ -1,0 +1,228 @@
+#include "recorder.h"
+
+#include <algorithm>
+#include <new>
+
+#include "counters.h"
+#include "history_writer.h"
+#include "unwinder.h"
+
+namespace torchseal {
+
+namespace {
+// Full live-set snapshots are kept for the first OOMs only: an allocator that
+// retries after OOM (PyTorch frees its cache and tries again) may fail often.
+constexpr size_t kMaxOomSnapshots = 8;
+constexpr size_t kMaxInvalidFrees = 1000;
+
+Event make_event(Op op, ApiId api, Family family, uint64_t t, uint64_t addr, uint64_t size) {
+  Event e{};
+  e.time_ns = t;
+  e.op = op;
+  e.api = api;
+  e.family = family;
+  e.addr = addr;
+  e.size = size;
+  e.device = -1;
+  return e;
+}
+
+LiveAlloc to_live_alloc(const LiveRecord &r, DetectedAt at) {
+  LiveAlloc a;
+  a.addr = r.addr;
+  a.size = r.size;
+  a.stack = r.stack;
+  a.pystack = r.pystack;
+  a.api = r.api;
+  a.family = r.family;
+  a.device = r.device;
+  a.detected_at = at;
+  return a;
+}
+}  // namespace
+
+StackId Recorder::capture() {
+  uint64_t ips[256];
+  int n = capture_stack(ips, std::min(stack_depth, 256));
+  return stacks_.intern(ips, n);
+}
+
+void Recorder::on_alloc(ApiId api, Family family, uint64_t addr, uint64_t size, int device,
+                        uint64_t stream, uint32_t context) {
+  uint64_t t0 = now_ns();
+  LiveRecord r{};
+  r.addr = addr;
+  r.size = size;
+  r.stack = capture();
+  r.api = api;
+  r.family = family;
+  r.device = static_cast<int8_t>(device);
+  r.context = context;
+  LiveRecord old{};
+  if (!table_for(family).insert(r, &old)) counters().add_live(-static_cast<int64_t>(old.size));
+  counters().add_live(static_cast<int64_t>(size));
+  if (history::enabled()) {
+    Event e = make_event(Op::Alloc, api, family, t0, addr, size);
+    e.stack = r.stack;
+    e.stream = stream;
+    e.device = static_cast<int16_t>(device);
+    e.context = context;
+    history::append(e);
+  }
+  counters().add_event(now_ns() - t0);
+}
+
+FreeToken Recorder::on_free(ApiId api, Family family, uint64_t addr, uint64_t) {
+  uint64_t t0 = now_ns();
+  FreeToken t;
+  t.known = table_for(family).remove(addr, &t.rec);
+  if (t.known) {
+    counters().add_live(-static_cast<int64_t>(t.rec.size));
+    if (history::enabled()) history::append(make_event(Op::Free, api, family, t0, addr, 0));
+  } else {
+    InvalidFree f;
+    f.api = api;
+    f.addr = addr;
+    f.stack = capture();
+    if (history::enabled()) {
+      Event e = make_event(Op::InvalidFree, api, family, t0, addr, 0);
+      e.stack = f.stack;
+      history::append(e);
+    }
+    Guard g(misc_lock_);
+    ++invalid_frees_total_;
+    if (invalid_frees_.size() < kMaxInvalidFrees) invalid_frees_.push_back(f);
+  }
+  counters().add_event(now_ns() - t0);
+  return t;
+}
+
+void Recorder::undo_free(const FreeToken &t) {
+  if (!t.known) return;
+  if (history::enabled()) {
+    // The free was already logged; the failed real free means it is live again.
+    Event e = make_event(Op::Alloc, t.rec.api, t.rec.family, now_ns(), t.rec.addr, t.rec.size);
+    e.stack = t.rec.stack;
+    e.device = t.rec.device;
+    e.context = t.rec.context;
+    history::append(e);
+  }
+  LiveRecord old{};
+  if (!table_for(t.rec.family).insert(t.rec, &old))
+    counters().add_live(-static_cast<int64_t>(old.size));
+  counters().add_live(static_cast<int64_t>(t.rec.size));
+}
+
+void Recorder::on_oom(ApiId api, Family family, uint64_t size, int device) {
+  uint64_t t0 = now_ns();
+  OomRecord o;
+  o.api = api;
+  o.requested = size;
+  o.device = static_cast<int16_t>(device);
+  o.stack = capture();
+  o.live_bytes = counters().live_bytes();
+  if (history::enabled()) {
+    Event e = make_event(Op::OomFail, api, family, t0, 0, size);
+    e.stack = o.stack;
+    e.device = static_cast<int16_t>(device);
+    history::append(e);
+  }
+  bool keep;
+  {
+    Guard g(misc_lock_);
+    keep = ooms_.size() < kMaxOomSnapshots;
+    ++ooms_total_;
+  }
+  if (keep) {
+    for (LiveTable *t : {&live_, &vmm_})
+      t->for_each([&](const LiveRecord &r) {
+        o.live_at_oom.push_back(to_live_alloc(r, DetectedAt::Exit));
+      });
+    Guard g(misc_lock_);
+    ooms_.push_back(std::move(o));
+  }
+  counters().add_event(now_ns() - t0);
+}
+
+void Recorder::on_teardown(ApiId api, int device, uint32_t context) {
+  if (history::enabled()) {
+    Event e = make_event(Op::Teardown, api, Family::None, now_ns(), 0, 0);
+    e.device = static_cast<int16_t>(device);
+    e.context = context;
+    history::append(e);
+  }
+  std::vector<LiveAlloc> dead;
+  for (LiveTable *t : {&live_, &vmm_})
+  t->remove_if(
+      [&](const LiveRecord &r) {
+        return context ? r.context == context : (device < 0 || r.device == device);
+      },
+      [&](const LiveRecord &r) {
+        dead.push_back(to_live_alloc(r, DetectedAt::ContextTeardown));
+        counters().add_live(-static_cast<int64_t>(r.size));
+      });
+  if (dead.empty()) return;
+  Guard g(misc_lock_);
+  teardown_leaks_.insert(teardown_leaks_.end(), dead.begin(), dead.end());
+}
+
+void Recorder::on_step() {
+  uint64_t n = steps_.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (history::enabled()) history::append(make_event(Op::Step, ApiId::Unknown, Family::None, now_ns(), 0, n));
+}
+
+void Recorder::on_vmm_range(Op op, uint64_t addr, uint64_t size, uint64_t handle) {
+  if (!history::enabled()) return;
+  ApiId api = op == Op::Map     ? ApiId::cuMemMap
+              : op == Op::Unmap ? ApiId::cuMemUnmap
+              : op == Op::Reserve ? ApiId::cuMemAddressReserve
+                                  : ApiId::cuMemAddressFree;
+  Event e = make_event(op, api, Family::Vmm, now_ns(), addr, size);
+  e.stream = handle;
+  history::append(e);
+}
+
+void Recorder::snapshot(AnalysisInput &in) {
+  stacks_.export_all(in.stacks.native);
+  in.live.clear();
+  for (LiveTable *t : {&live_, &vmm_})
+    t->for_each([&](const LiveRecord &r) { in.live.push_back(to_live_alloc(r, DetectedAt::Exit)); });
+  {
+    Guard g(misc_lock_);
+    in.live.insert(in.live.end(), teardown_leaks_.begin(), teardown_leaks_.end());
+    in.ooms = ooms_;
+    in.invalid_frees = invalid_frees_;
+  }
+  in.peak_bytes = counters().peak_bytes();
+  in.events = counters().events();
+  in.seconds_in_torchseal = counters().self_seconds();
+}
+
+uint64_t Recorder::events() const { return counters().events(); }
+uint64_t Recorder::live_bytes() const { return counters().live_bytes(); }
+
+void Recorder::reset_after_fork() {
+  stacks_.reset_locks_after_fork();
+  live_.reset_locks_after_fork();
+  vmm_.reset_locks_after_fork();
+  misc_lock_.reset_after_fork();
+  // CUDA state does not survive fork: nothing the parent allocated is the
+  // child's to free or leak.
+  live_.clear();
+  vmm_.clear();
+  teardown_leaks_.clear();
+  ooms_.clear();
+  invalid_frees_.clear();
+  ooms_total_ = invalid_frees_total_ = 0;
+  counters().reset();
+}
+
+Recorder &recorder() {
+  // Never destroyed: threads may still allocate while the process exits, and
+  // the exit report itself runs from a destructor.
+  alignas(Recorder) static unsigned char storage[sizeof(Recorder)];
+  static Recorder *r = new (storage) Recorder();
+  return *r;
+}
+
+}  // namespace torchseal

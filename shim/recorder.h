@@ -1,0 +1,65 @@
+// The core every backend feeds (heaptrack's "one core, thin interposers"):
+// it knows nothing about how a call was intercepted. Hooks call it after a
+// successful allocation and *before* forwarding a free, so an address can
+// never be reused by another thread between the real free and our removal.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+#include "analysis_input.h"
+#include "live_table.h"
+#include "stack_table.h"
+
+namespace torchseal {
+
+struct FreeToken {
+  bool known = false;
+  LiveRecord rec{};
+};
+
+class Recorder {
+ public:
+  void on_alloc(ApiId api, Family family, uint64_t addr, uint64_t size, int device,
+                uint64_t stream, uint32_t context);
+  FreeToken on_free(ApiId api, Family family, uint64_t addr, uint64_t stream);
+  // The real free failed: the allocation is still live after all.
+  void undo_free(const FreeToken &t);
+  void on_oom(ApiId api, Family family, uint64_t size, int device);
+  // Everything live on `device` (or in `context`, when non-zero) is freed by
+  // the driver now: it becomes a leak detected at context teardown.
+  void on_teardown(ApiId api, int device, uint32_t context);
+  void on_step();
+  // VMM address-space operations: timeline only, they own no memory.
+  void on_vmm_range(Op op, uint64_t addr, uint64_t size, uint64_t handle);
+
+  // Builds the analysis input from the current state (exit, signal, API dump).
+  void snapshot(AnalysisInput &in);
+  uint64_t events() const;
+  uint64_t live_bytes() const;
+  // Forget everything inherited from the parent (child side of fork).
+  void reset_after_fork();
+
+  int stack_depth = 64;
+  StackTable &stacks() { return stacks_; }
+
+ private:
+  StackId capture();
+  LiveTable &table_for(Family f) { return f == Family::Vmm ? vmm_ : live_; }
+
+  StackTable stacks_;
+  LiveTable live_;
+  LiveTable vmm_;  // cuMemCreate handles: their own namespace, not addresses
+  ShardLock misc_lock_;  // guards the rare-event lists below
+  std::vector<LiveAlloc> teardown_leaks_;
+  std::vector<OomRecord> ooms_;
+  std::vector<InvalidFree> invalid_frees_;
+  std::atomic<uint64_t> steps_{0};
+  uint64_t ooms_total_ = 0;
+  uint64_t invalid_frees_total_ = 0;
+};
+
+Recorder &recorder();
+
+}  // namespace torchseal

@@ -1,0 +1,133 @@
+#include "report_files.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <ctime>
+#include <exception>
+#include <mutex>
+#include <string>
+
+#include "lifecycle.h"
+#include "log.h"
+#include "module_map.h"
+#include "output_path.h"
+#include "produce_report.h"
+#include "recorder.h"
+
+namespace torchseal {
+namespace {
+
+std::mutex g_write_mutex;
+std::string g_template;
+ProcessInfo g_process;
+std::atomic<int> g_dump_seq{0};
+std::string g_prefix;  // resolved once per process, so dumps and exit agree
+
+std::vector<std::string> read_cmdline() {
+  std::vector<std::string> argv;
+  int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return argv;
+  std::string buf;
+  char chunk[4096];
+  ssize_t n;
+  while ((n = read(fd, chunk, sizeof chunk)) > 0 && buf.size() < (1u << 20)) buf.append(chunk, n);
+  close(fd);
+  size_t start = 0;
+  for (size_t i = 0; i < buf.size(); ++i)
+    if (buf[i] == '\0') {
+      argv.emplace_back(buf, start, i - start);
+      start = i + 1;
+    }
+  if (start < buf.size()) argv.emplace_back(buf, start);
+  return argv;
+}
+
+double unix_now() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<double>(ts.tv_sec) + ts.tv_nsec / 1e9;
+}
+
+}  // namespace
+
+void report_files_init(const Config &cfg) {
+  g_process.rank = rank_from_environment();
+  g_template = cfg.output_from_env ? cfg.output : default_output_template(g_process.rank);
+  char host[256] = {0};
+  if (gethostname(host, sizeof host - 1) == 0) g_process.hostname = host;
+  g_process.start_time = unix_now();
+  g_process.argv = read_cmdline();
+}
+
+void report_files_after_fork() {
+  g_dump_seq.store(0);
+  g_prefix.clear();
+  g_process.start_time = unix_now();
+  g_process.argv = read_cmdline();
+}
+
+void fill_process_info(ProcessInfo &p) {
+  p = g_process;
+  p.pid = getpid();
+  p.end_time = unix_now();
+  p.backend = backend_name();
+}
+
+std::string output_prefix() {
+  if (!g_prefix.empty()) return g_prefix;
+  TemplateVars vars;
+  vars.pid = getpid();
+  vars.rank = g_process.rank;
+  vars.host = g_process.hostname;
+  vars.start_time = static_cast<int64_t>(g_process.start_time);
+  std::string expanded, error, prefix, note;
+  if (!expand_output_template(g_template, vars, expanded, error)) {
+    log::error("%s; no report written", error.c_str());
+    return {};
+  }
+  if (!choose_writable_prefix(expanded, prefix, note)) {
+    log::error("%s; no report written", note.c_str());
+    return {};
+  }
+  if (!note.empty()) log::warn("%s", note.c_str());
+  g_prefix = prefix;
+  return prefix;
+}
+
+int64_t write_report(const char *trigger) {
+  std::lock_guard<std::mutex> lock(g_write_mutex);
+  try {
+    AnalysisInput in;
+    in.trigger = trigger;
+    recorder().snapshot(in);
+    fill_process_info(in.process);
+    in.modules = capture_module_map();
+    std::string prefix = output_prefix(), error;
+    if (prefix.empty()) return -1;
+    if (strcmp(trigger, "exit") != 0) prefix += "." + std::to_string(++g_dump_seq);
+
+    Report report;
+    if (!produce_report(in, prefix, AnalysisOptions{}, &report, error)) {
+      log::error("%s", error.c_str());
+      return -1;
+    }
+    const Summary &s = report.summary;
+    if (s.leaked_allocations)
+      log::warn("%llu byte(s) leaked in %llu allocation(s); see %s.txt",
+                static_cast<unsigned long long>(s.leaked_bytes),
+                static_cast<unsigned long long>(s.leaked_allocations), prefix.c_str());
+    else
+      log::info("no leaks; report in %s.json", prefix.c_str());
+    return static_cast<int64_t>(s.leaked_allocations);
+  } catch (const std::exception &e) {
+    log::error("could not write the %s report: %s", trigger, e.what());
+  } catch (...) {
+    log::error("could not write the %s report: unknown error", trigger);
+  }
+  return -1;
+}
+
+}  // namespace torchseal

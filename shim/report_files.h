@@ -1,0 +1,24 @@
+// Turning the recorder's state into P.json / P.txt through the shared
+// analysis library (the same code `torchseal report` runs).
+#pragma once
+
+#include <cstdint>
+
+#include <string>
+
+#include "analysis_input.h"
+#include "config.h"
+
+namespace torchseal {
+
+void report_files_init(const Config &cfg);
+// pid, argv, rank, host, start time and backend of this process now.
+void fill_process_info(ProcessInfo &p);
+// The expanded, writable prefix P for this process ("" with a logged error).
+std::string output_prefix();
+void report_files_after_fork();
+// trigger: "exit" writes P.json/P.txt; others write P.<n>.json/P.<n>.txt.
+// Returns the number of leaked allocations, or -1 if nothing could be written.
+int64_t write_report(const char *trigger);
+
+}  // namespace torchseal

@@ -1,0 +1,685 @@
+#!/usr/bin/env python3
+"""torchseal integration tests: run real programs under the shim, check reports.
+
+One invocation runs one scenario (meson registers one test per scenario):
+
+    run.py example NAME [--binary PATH] [--source FILE]
+    run.py cli
+    run.py inert
+    run.py bad-config VAR VALUE
+    run.py unwritable-output
+
+Everything the tests need comes from the environment meson sets; nothing is
+guessed. An empty value means "not built in this configuration":
+
+    TSEAL_IT_SHIM         build/shim/libtorchseal.so
+    TSEAL_IT_CLI          build/report/torchseal
+    TSEAL_IT_SIMCUDA_DIR  directory holding simcuda's libcudart.so.13, libcuda.so.1, ...
+    TSEAL_IT_EXAMPLES_SRC examples/ source directory (expectations live in the sources)
+    TSEAL_IT_BIN_<name>   path of each example binary
+
+What a report must contain is written next to each example program, as
+`// EXPECT: ...` lines in its header and `// LEAK-SITE: name` markers on the
+allocating lines (see examples/common.h). This script only interprets them.
+
+Exit status: 0 pass, 1 fail, 77 skip (meson's convention).
+
+Python 3 standard library only.
+"""
+
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+
+SKIP = 77
+TIMEOUT = 600  # seconds per child process
+
+
+# --------------------------------------------------------------------------
+# A tiny assertion helper: collects every difference, prints them with the
+# report path, so one run tells the whole story.
+
+
+class Failed(Exception):
+    pass
+
+
+class Checker:
+    def __init__(self, scenario):
+        self.scenario = scenario
+        self.failures = []
+        self.context = []  # (label, value) shown on failure
+
+    def note(self, label, value):
+        self.context.append((label, value))
+
+    def fail(self, what, actual=None, expected=None, detail=None):
+        msg = "FAIL: " + what
+        if expected is not None or actual is not None:
+            msg += "\n    expected: %r\n    actual:   %r" % (expected, actual)
+        if detail:
+            msg += "\n    " + str(detail).replace("\n", "\n    ")
+        self.failures.append(msg)
+        return False
+
+    def eq(self, what, actual, expected, detail=None):
+        if actual != expected:
+            return self.fail(what, actual, expected, detail)
+        return True
+
+    def true(self, what, cond, detail=None):
+        if not cond:
+            return self.fail(what, detail=detail)
+        return True
+
+    def finish(self):
+        if not self.failures:
+            print("PASS: %s" % self.scenario)
+            return 0
+        print("=" * 72)
+        print("scenario: %s" % self.scenario)
+        for label, value in self.context:
+            print("%s: %s" % (label, value))
+        print("-" * 72)
+        for f in self.failures:
+            print(f)
+        print("=" * 72)
+        print("%d check(s) failed in %s" % (len(self.failures), self.scenario))
+        return 1
+
+
+def skip(reason):
+    print("SKIP: " + reason)
+    sys.exit(SKIP)
+
+
+# --------------------------------------------------------------------------
+# Configuration and process helpers
+
+
+def cfg(name, required=True, what=None):
+    value = os.environ.get(name, "")
+    if required and not value:
+        skip("%s is not built in this configuration (%s is empty)" % (what or name, name))
+    if value and required and not os.path.exists(value):
+        skip("%s does not exist yet: %s" % (what or name, value))
+    return value
+
+
+def base_env(need_simcuda=True):
+    """The caller's environment minus anything that would steer torchseal,
+    with simcuda first on LD_LIBRARY_PATH."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("TORCHSEAL_") and not k.startswith("TSEAL_IT_")
+           and not k.startswith("SIMCUDA_") and k != "LD_PRELOAD"}
+    if not need_simcuda:
+        return env
+    simcuda = cfg("TSEAL_IT_SIMCUDA_DIR", what="simcuda")
+    for lib in ("libcudart.so.13", "libcuda.so.1"):
+        if not os.path.exists(os.path.join(simcuda, lib)):
+            skip("simcuda's %s is not built yet in %s" % (lib, simcuda))
+    old = env.get("LD_LIBRARY_PATH")
+    env["LD_LIBRARY_PATH"] = simcuda + (":" + old if old else "")
+    return env
+
+
+class Result:
+    def __init__(self, argv, proc, out, err):
+        self.argv = argv
+        self.pid = proc.pid
+        self.returncode = proc.returncode
+        self.stdout = out
+        self.stderr = err
+
+    def describe(self):
+        status = self.returncode
+        if status < 0:
+            try:
+                status = "killed by %s" % signal.Signals(-status).name
+            except ValueError:
+                status = "killed by signal %d" % -status
+        return "$ %s\n  exit: %s\n  stdout (tail): %s\n  stderr (tail): %s" % (
+            " ".join(shlex.quote(a) for a in self.argv), status,
+            tail(self.stdout), tail(self.stderr))
+
+
+def tail(text, n=15):
+    lines = text.splitlines()
+    if len(lines) > n:
+        lines = ["..."] + lines[-n:]
+    return "\n    | " + "\n    | ".join(lines) if lines else "(empty)"
+
+
+def run(argv, env, cwd=None):
+    try:
+        proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, universal_newlines=True,
+                                errors="replace")
+    except OSError as e:
+        raise Failed("cannot start %s: %s" % (argv[0], e))
+    try:
+        out, err = proc.communicate(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        raise Failed("timed out after %ds: %s\n%s" % (TIMEOUT, " ".join(argv), tail(err)))
+    return Result(argv, proc, out, err)
+
+
+def stdout_value(result, key):
+    """The integer printed by an example as a `key=N` line."""
+    m = re.search(r"^%s=(\S+)$" % re.escape(key), result.stdout, re.M)
+    if not m:
+        raise Failed("the program did not print a `%s=` line\n%s" % (key, result.describe()))
+    return int(m.group(1), 0)
+
+
+def as_int(value):
+    """Addresses may be numbers or strings ("0x..."); normalise to int."""
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value, 0)
+        except ValueError:
+            try:
+                return int(value, 16)
+            except ValueError:
+                return value
+    return value
+
+
+# --------------------------------------------------------------------------
+# Expectations written in the example sources
+
+
+SITE_RE = re.compile(r"//\s*(?:LEAK-|OOM-)?SITE:\s*([\w-]+)")
+EXPECT_RE = re.compile(r"^\s*//\s*EXPECT:\s*(.*?)\s*$")
+ENV_RE = re.compile(r"^\s*//\s*ENV:\s*([A-Za-z_][A-Za-z0-9_]*)=(.*?)\s*$")
+
+
+class Expectations:
+    def __init__(self, path):
+        self.path = path
+        self.basename = os.path.basename(path)
+        self.sites = {}  # name -> line number
+        self.counts = {}  # 'leaks'/'ooms'/'invalid_frees' -> int
+        self.leaks = []
+        self.ooms = []
+        self.invalid_frees = []
+        self.exit = 0
+        self.events_from_stdout = False
+        self.env = {}
+        self.static_runtime = False  # set for binaries linked with libcudart_static.a
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+        for number, text in enumerate(lines, start=1):
+            m = SITE_RE.search(text)
+            if m and not EXPECT_RE.match(text):
+                if m.group(1) in self.sites:
+                    raise Failed("%s:%d: site %r marked twice" % (path, number, m.group(1)))
+                self.sites[m.group(1)] = number
+            m = ENV_RE.match(text)
+            if m:
+                self.env[m.group(1)] = m.group(2)
+            m = EXPECT_RE.match(text)
+            if m:
+                self._directive(m.group(1), "%s:%d" % (path, number))
+        if "leaks" not in self.counts:
+            raise Failed("%s has no `// EXPECT: leaks N` line" % path)
+        if self.counts["leaks"] != len(self.leaks) and self.leaks:
+            raise Failed("%s: `leaks %d` but %d `leak` lines" % (
+                path, self.counts["leaks"], len(self.leaks)))
+        for item in self.leaks + self.ooms + self.invalid_frees:
+            for key in ("site", "top_site"):
+                if key in item and item[key] not in self.sites:
+                    raise Failed("%s: no `// LEAK-SITE: %s` marker" % (path, item[key]))
+
+    def _directive(self, text, where):
+        words = text.split()
+        head, rest = words[0], words[1:]
+        if head in ("leaks", "ooms", "invalid_frees") and len(rest) == 1:
+            self.counts[head] = int(rest[0])
+        elif head in ("leak", "oom", "invalid_free"):
+            fields = {}
+            for w in rest:
+                k, sep, v = w.partition("=")
+                if not sep:
+                    raise Failed("%s: bad field %r" % (where, w))
+                fields[k] = int(v) if re.fullmatch(r"-?\d+", v) else v
+            {"leak": self.leaks, "oom": self.ooms,
+             "invalid_free": self.invalid_frees}[head].append(fields)
+        elif head == "exit" and len(rest) == 1:
+            self.exit = int(rest[0])
+        elif head == "events-from-stdout":
+            self.events_from_stdout = True
+        else:
+            raise Failed("%s: unknown EXPECT directive %r" % (where, text))
+
+    @property
+    def leaked_bytes(self):
+        return sum(l["bytes"] for l in self.leaks)
+
+    @property
+    def leaked_allocations(self):
+        return sum(l["allocations"] for l in self.leaks)
+
+
+# --------------------------------------------------------------------------
+# Report checks
+
+
+def load_report(check, prefix, result):
+    path = prefix + ".json"
+    check.note("report", path)
+    if not os.path.exists(path):
+        raise Failed("no report written at %s\n%s\n  files in %s: %s" % (
+            path, result.describe(), os.path.dirname(path),
+            sorted(os.listdir(os.path.dirname(path)))))
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except ValueError as e:
+        raise Failed("%s is not valid JSON: %s" % (path, e))
+
+
+def frame0(entry):
+    frames = entry.get("frames") or []
+    return frames[0] if frames else {}
+
+
+def frame_str(fr):
+    if not fr:
+        return "(no frames)"
+    return "%s at %s:%s" % (fr.get("function"), fr.get("file"), fr.get("line"))
+
+
+def short(entry):
+    """One line describing a leak/oom/invalid-free entry, for messages."""
+    keys = ("kind", "api", "bytes", "allocations", "requested_bytes", "address")
+    fields = " ".join("%s=%s" % (k, entry[k]) for k in keys if k in entry)
+    return "%s  frames[0]: %s" % (fields, frame_str(frame0(entry)))
+
+
+def at_site(entry, exp, site):
+    fr = frame0(entry)
+    return (fr.get("line") == exp.sites[site]
+            and isinstance(fr.get("file"), str) and fr["file"].endswith(exp.basename))
+
+
+def check_frame(check, label, entry, exp, site, function=None):
+    fr = frame0(entry)
+    want_line = exp.sites[site]
+    check.true("%s: frames[0].file ends with %s" % (label, exp.basename),
+               isinstance(fr.get("file"), str) and fr["file"].endswith(exp.basename),
+               "frames[0]: %s" % frame_str(fr))
+    check.eq("%s: frames[0].line (the `SITE: %s` line)" % (label, site), fr.get("line"), want_line)
+    if function is not None:
+        check.true("%s: frames[0].function names %s" % (label, function),
+                   isinstance(fr.get("function"), str)
+                   and re.search(r"\b%s\b" % re.escape(function), fr["function"]),
+                   "frames[0]: %s" % frame_str(fr))
+
+
+def check_report(check, exp, report, result, pid, prefix):
+    """Everything the example's EXPECT lines promise, plus the schema basics."""
+    check.eq("format", report.get("format"), "torchseal-report")
+    check.eq("version", report.get("version"), 1)
+    check.eq("trigger", report.get("trigger"), "exit")
+    proc = report.get("process") or {}
+    if pid is not None:
+        check.eq("process.pid", proc.get("pid"), pid)
+    else:
+        pid = proc.get("pid")
+
+    leaks = report.get("leaks")
+    ooms = report.get("ooms")
+    frees = report.get("invalid_frees")
+    summary = report.get("summary") or {}
+    for key, value in (("leaks", leaks), ("ooms", ooms), ("invalid_frees", frees)):
+        if not isinstance(value, list):
+            check.fail("%s is a list" % key, type(value).__name__, "list")
+    leaks, ooms, frees = leaks or [], ooms or [], frees or []
+
+    # Leaks
+    listing = "\n".join("leaks[%d]: %s" % (i, short(l)) for i, l in enumerate(leaks))
+    check.eq("number of leak sites", len(leaks), exp.counts["leaks"], listing)
+    sizes = [l.get("bytes", 0) for l in leaks]
+    check.eq("leaks sorted by bytes, descending", sizes, sorted(sizes, reverse=True))
+    for want in exp.leaks:
+        label = "leak at site %r" % want["site"]
+        found = [l for l in leaks if at_site(l, exp, want["site"])]
+        if not found:
+            check.fail("%s: no leak whose frames[0] is %s:%d" % (
+                label, exp.basename, exp.sites[want["site"]]), detail=listing or "(no leaks)")
+            continue
+        if len(found) > 1:
+            check.fail("%s: reported as %d separate sites (must be one)" % (label, len(found)),
+                       detail="\n".join(short(l) for l in found))
+        leak = found[0]
+        for key in ("kind", "api", "bytes", "allocations"):
+            # With a static runtime only the driver call is visible, so the
+            # reported api may be the driver's (cuMemAlloc_v2 for cudaMalloc).
+            if key == "api" and exp.static_runtime:
+                continue
+            if key in want:
+                check.eq("%s: %s" % (label, key), leak.get(key), want[key], short(leak))
+        check.eq("%s: detected_at" % label, leak.get("detected_at"), "exit")
+        check_frame(check, label, leak, exp, want["site"], want.get("function"))
+
+    check.eq("summary.leaked_bytes", summary.get("leaked_bytes"), exp.leaked_bytes)
+    check.eq("summary.leaked_allocations", summary.get("leaked_allocations"),
+             exp.leaked_allocations)
+    check.eq("summary.leak_sites", summary.get("leak_sites"), exp.counts["leaks"])
+
+    # OOMs
+    if "ooms" in exp.counts:
+        check.eq("number of ooms", len(ooms), exp.counts["ooms"],
+                 "\n".join(short(o) for o in ooms))
+    for i, want in enumerate(exp.ooms):
+        label = "ooms[%d]" % i
+        if i >= len(ooms):
+            check.fail("%s missing" % label)
+            continue
+        oom = ooms[i]
+        for key in ("api", "requested_bytes"):
+            if key == "api" and exp.static_runtime:
+                continue
+            if key in want:
+                check.eq("%s.%s" % (label, key), oom.get(key), want[key], short(oom))
+        if "site" in want:
+            check_frame(check, label, oom, exp, want["site"])
+        if "top_site" in want:
+            tops = oom.get("top_sites") or []
+            if not tops:
+                check.fail("%s.top_sites is empty" % label)
+            else:
+                check_frame(check, label + ".top_sites[0]", tops[0], exp, want["top_site"])
+
+    # Invalid frees
+    if "invalid_frees" in exp.counts:
+        check.eq("number of invalid_frees", len(frees), exp.counts["invalid_frees"],
+                 "\n".join(short(f) for f in frees))
+    for want in exp.invalid_frees:
+        label = "invalid free at site %r" % want["site"]
+        found = [f for f in frees if at_site(f, exp, want["site"])]
+        if not found:
+            check.fail("%s: no entry whose frames[0] is %s:%d" % (
+                label, exp.basename, exp.sites[want["site"]]),
+                detail="\n".join(short(f) for f in frees) or "(none)")
+            continue
+        if "api" in want:
+            check.eq("%s: api" % label, found[0].get("api"), want["api"], short(found[0]))
+
+    # Events: one per user-visible allocation or free call
+    if exp.events_from_stdout:
+        check.eq("summary.events == calls printed by the program",
+                 summary.get("events"), stdout_value(result, "calls"))
+
+    # P.txt, LeakSanitizer style
+    txt_path = prefix + ".txt"
+    if not os.path.exists(txt_path):
+        check.fail("no text report at %s" % txt_path)
+        return
+    with open(txt_path, encoding="utf-8", errors="replace") as f:
+        text = f.read()
+    lines = [l for l in text.splitlines() if l.strip()]
+    if not lines:
+        check.fail("%s is empty" % txt_path)
+        return
+    check.true("P.txt first line starts with ==%s==torchseal: " % pid,
+               lines[0].startswith("==%s==torchseal: " % pid), "first line: %r" % lines[0])
+    check.eq("P.txt last line", lines[-1], summary_line(exp))
+    for want in exp.leaks:
+        if "function" in want:
+            check.true("P.txt mentions %s" % want["function"], want["function"] in text)
+        check.true("P.txt mentions %d byte(s)" % want["bytes"],
+                   "%d byte(s)" % want["bytes"] in text)
+
+
+def summary_line(exp):
+    return "SUMMARY: torchseal: %d byte(s) leaked in %d allocation(s)." % (
+        exp.leaked_bytes, exp.leaked_allocations)
+
+
+def check_exit(check, result, expected, why):
+    if result.returncode != expected:
+        check.fail("exit status %s" % why, result.returncode, expected, result.describe())
+
+
+# --------------------------------------------------------------------------
+# Scenarios
+
+
+def example_paths(name, binary=None, source=None):
+    binary = binary or cfg("TSEAL_IT_BIN_" + name, what="example " + name)
+    if not os.path.exists(binary):
+        skip("example binary not built: %s" % binary)
+    src_dir = cfg("TSEAL_IT_EXAMPLES_SRC", what="examples source dir")
+    source = source or os.path.join(src_dir, name + ".cpp")
+    return binary, source
+
+
+def scenario_example(args):
+    """Run an example under LD_PRELOAD and check the report its source promises.
+
+    Runs twice: without TORCHSEAL_EXIT_CODE (the program's own status) and with
+    TORCHSEAL_EXIT_CODE=23 (23 iff the program leaks)."""
+    name = args[0]
+    opts = dict(zip(args[1::2], args[2::2]))
+    binary, source = example_paths(opts.get("--source-name", name), opts.get("--binary"),
+                                   opts.get("--source"))
+    shim = cfg("TSEAL_IT_SHIM", what="shim (libtorchseal.so)")
+    static = opts.get("--static") == "1"
+    check = Checker("example " + name)
+    exp = Expectations(source)
+    exp.static_runtime = static
+    check.note("binary", binary)
+    check.note("source", source)
+
+    with tempfile.TemporaryDirectory(prefix="tseal-it-") as tmp:
+        for run_no, exit_code in enumerate((None, 23)):
+            # The second run also checks the %p placeholder of TORCHSEAL_OUTPUT.
+            template = os.path.join(tmp, "p0" if run_no == 0 else "p1-%p")
+            env = base_env()
+            env.update(exp.env)
+            env["LD_PRELOAD"] = shim
+            env["TORCHSEAL_OUTPUT"] = template
+            if exit_code is not None:
+                env["TORCHSEAL_EXIT_CODE"] = str(exit_code)
+            result = run([binary], env, cwd=tmp)
+            prefix = template.replace("%p", str(result.pid))
+            check.note("run %d" % run_no, "TORCHSEAL_EXIT_CODE=%s %s" % (
+                exit_code, result.describe()))
+            if exit_code is None:
+                check_exit(check, result, exp.exit, "without TORCHSEAL_EXIT_CODE")
+            else:
+                want = exit_code if exp.counts["leaks"] else exp.exit
+                check_exit(check, result, want, "with TORCHSEAL_EXIT_CODE=23 (%s)" % (
+                    "leaks expected" if exp.counts["leaks"] else "no leaks expected"))
+            if static and run_no == 0 and not os.path.exists(prefix + ".json"):
+                skip("static cudart: no report written; the driver-level hooks or CUPTI "
+                     "backend that see static-runtime allocations are not in the shim yet")
+            report = load_report(check, prefix, result)
+            if static and (report.get("summary") or {}).get("events", 0) == 0:
+                skip("static cudart: the shim recorded no events; the driver-level hooks "
+                     "or CUPTI backend are not in the shim yet")
+            check_report(check, exp, report, result, result.pid, prefix)
+            if name == "oom" and run_no == 0:
+                check_oom_numbers(check, report, result)
+            if name == "invalid_free" and run_no == 0:
+                check_invalid_addresses(check, report, result)
+            if check.failures:
+                break  # the first run's failures are the interesting ones
+    return check.finish()
+
+
+def check_oom_numbers(check, report, result):
+    ooms = report.get("ooms") or []
+    if not ooms:
+        return
+    live = stdout_value(result, "live_bytes")
+    check.eq("ooms[0].live_bytes (printed by the program)", ooms[0].get("live_bytes"), live)
+    tops = ooms[0].get("top_sites") or []
+    if tops:
+        check.eq("ooms[0].top_sites[0].bytes", tops[0].get("bytes"), live)
+        check.eq("ooms[0].top_sites[0].allocations", tops[0].get("allocations"),
+                 stdout_value(result, "chunks"))
+
+
+def check_invalid_addresses(check, report, result):
+    printed = sorted(int(a, 16) for a in re.findall(r"^invalid=(?:0x)?([0-9a-fA-F]+)$",
+                                                    result.stdout, re.M))
+    seen = sorted(as_int(f.get("address")) for f in report.get("invalid_frees") or [])
+    check.eq("invalid_frees addresses (printed by the program)",
+             [hex(a) if isinstance(a, int) else a for a in seen], [hex(a) for a in printed])
+
+
+def scenario_cli(args):
+    """`torchseal run --output P --exit-code 23 -- planted_leaks`, then `torchseal report`."""
+    cli = cfg("TSEAL_IT_CLI", what="torchseal CLI")
+    cfg("TSEAL_IT_SHIM", what="shim (libtorchseal.so)")  # the CLI preloads it
+    binary, source = example_paths("planted_leaks")
+    exp = Expectations(source)
+    check = Checker("cli")
+    with tempfile.TemporaryDirectory(prefix="tseal-it-") as tmp:
+        prefix = os.path.join(tmp, "cli")
+        env = base_env()
+        result = run([cli, "run", "--output", prefix, "--exit-code", "23", "--", binary],
+                     env, cwd=tmp)
+        check.note("run", result.describe())
+        check_exit(check, result, 23, "of `torchseal run --exit-code 23` with leaks")
+        report = load_report(check, prefix, result)
+        check_report(check, exp, report, result, None, prefix)
+
+        # Without --exit-code the program's own status passes through.
+        prefix2 = os.path.join(tmp, "cli2")
+        result2 = run([cli, "run", "--output", prefix2, "--", binary], env, cwd=tmp)
+        check_exit(check, result2, exp.exit, "of `torchseal run` without --exit-code")
+        check.true("second run wrote %s.json" % prefix2, os.path.exists(prefix2 + ".json"))
+
+        # `torchseal report P.json` prints the text report.
+        shown = run([cli, "report", prefix + ".json"], env, cwd=tmp)
+        check.note("report", shown.describe())
+        check.true("`torchseal report` was not killed by a signal", shown.returncode >= 0)
+        lines = [l for l in shown.stdout.splitlines() if l.strip()]
+        check.eq("`torchseal report` last line", lines[-1] if lines else None, summary_line(exp))
+        for want in exp.leaks:
+            check.true("`torchseal report` mentions %s" % want["function"],
+                       want["function"] in shown.stdout)
+            check.true("`torchseal report` mentions %s:%d" % (
+                exp.basename, exp.sites[want["site"]]),
+                "%s:%d" % (exp.basename, exp.sites[want["site"]]) in shown.stdout)
+    return check.finish()
+
+
+def scenario_inert(args):
+    """Processes that never touch CUDA write nothing and say nothing."""
+    shim = cfg("TSEAL_IT_SHIM", what="shim (libtorchseal.so)")
+    check = Checker("inert")
+    commands = [["sh", "-c", "true"],
+                ["sh", "-c", "ls / >/dev/null && sh -c true"],
+                [sys.executable, "-c", "pass"]]
+    for with_output in (True, False):
+        for argv in commands:
+            with tempfile.TemporaryDirectory(prefix="tseal-it-") as tmp:
+                env = base_env(need_simcuda=False)
+                env["LD_PRELOAD"] = shim
+                if with_output:
+                    env["TORCHSEAL_OUTPUT"] = os.path.join(tmp, "x-%p")
+                result = run(argv, env, cwd=tmp)
+                label = "%s (%s)" % (" ".join(argv),
+                                     "TORCHSEAL_OUTPUT=<tmp>/x-%p" if with_output
+                                     else "default output in cwd")
+                check_exit(check, result, 0, label)
+                check.eq("%s: files written in <tmp>" % label, sorted(os.listdir(tmp)), [])
+                noise = [l for l in result.stderr.splitlines() if "torchseal" in l]
+                check.eq("%s: torchseal lines on stderr" % label, noise, [])
+    return check.finish()
+
+
+def scenario_bad_config(args):
+    """A bad setting: exactly one `torchseal:` line naming it; the program is unharmed."""
+    var, value = args[0], args[1]
+    shim = cfg("TSEAL_IT_SHIM", what="shim (libtorchseal.so)")
+    binary, source = example_paths("planted_leaks")
+    exp = Expectations(source)
+    check = Checker("bad-config %s=%s" % (var, value))
+    with tempfile.TemporaryDirectory(prefix="tseal-it-") as tmp:
+        env = base_env()
+        env["LD_PRELOAD"] = shim
+        env["TORCHSEAL_OUTPUT"] = os.path.join(tmp, "p")
+        env[var] = value
+        result = run([binary], env, cwd=tmp)
+        check.note("run", result.describe())
+        check_exit(check, result, exp.exit, "with %s=%s" % (var, value))
+        check.true("the program ran to completion", "planted_leaks: done" in result.stdout)
+        ours = [l for l in result.stderr.splitlines() if l.startswith("torchseal:")]
+        naming = [l for l in ours if var in l]
+        check.eq("stderr lines starting `torchseal:` that name %s" % var, len(naming), 1,
+                 "torchseal lines: %r" % ours)
+        check.eq("stderr lines mentioning %s" % var,
+                 len([l for l in result.stderr.splitlines() if var in l]), 1)
+    return check.finish()
+
+
+def scenario_unwritable_output(args):
+    """An output prefix that cannot be written: one message, the program is unharmed."""
+    shim = cfg("TSEAL_IT_SHIM", what="shim (libtorchseal.so)")
+    binary, source = example_paths("planted_leaks")
+    exp = Expectations(source)
+    check = Checker("unwritable-output")
+    with tempfile.TemporaryDirectory(prefix="tseal-it-") as tmp:
+        blocker = os.path.join(tmp, "not-a-dir")
+        with open(blocker, "w") as f:
+            f.write("a file where a directory should be\n")
+        env = base_env()
+        env["LD_PRELOAD"] = shim
+        env["TORCHSEAL_OUTPUT"] = os.path.join(blocker, "p")  # even root cannot write here
+        for exit_code in (None, "23"):
+            if exit_code:
+                env["TORCHSEAL_EXIT_CODE"] = exit_code
+            result = run([binary], env, cwd=tmp)
+            check.note("run (TORCHSEAL_EXIT_CODE=%s)" % exit_code, result.describe())
+            check.true("the program ran to completion (exit code %s)" % exit_code,
+                       "planted_leaks: done" in result.stdout)
+            check.true("not killed by a signal (exit code %s)" % exit_code,
+                       result.returncode >= 0)
+            ours = [l for l in result.stderr.splitlines() if l.startswith("torchseal:")]
+            check.true("a `torchseal:` line explains the failed write (exit code %s)" % exit_code,
+                       len(ours) >= 1, "stderr: %s" % tail(result.stderr))
+            if exit_code is None:
+                check_exit(check, result, exp.exit, "when the report cannot be written")
+        check.eq("files in <tmp>", sorted(os.listdir(tmp)), ["not-a-dir"])
+    return check.finish()
+
+
+SCENARIOS = {
+    "example": scenario_example,
+    "cli": scenario_cli,
+    "inert": scenario_inert,
+    "bad-config": scenario_bad_config,
+    "unwritable-output": scenario_unwritable_output,
+}
+
+
+def main(argv):
+    if len(argv) < 2 or argv[1] not in SCENARIOS:
+        print(__doc__)
+        return 2
+    try:
+        return SCENARIOS[argv[1]](argv[2:])
+    except Failed as e:
+        print("FAIL: %s" % e)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

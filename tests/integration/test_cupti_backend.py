@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""The CUPTI backend, end to end, on simcuda's libcupti.so.13.
+
+    test_cupti_backend.py SCENARIO [--shim P] [--simcuda-dir D] [--examples-src D] [--binary B]
+
+Scenarios (one meson test each; see tests/integration/cupti.build):
+
+    cupti         LD_PRELOAD, TORCHSEAL_BACKEND=cupti: planted_leaks' report, backend "cupti"
+    busy          LD_PRELOAD, SIMCUDA_CUPTI_BUSY=1, backend auto: the same report from the
+                  hooks (backend "hooks") and exactly one stderr line explaining the fallback
+    injection     CUDA_INJECTION64_PATH=<shim>, no LD_PRELOAD: the same report, backend "cupti"
+    injection-busy CUDA_INJECTION64_PATH with the CUPTI slot taken: the program is unharmed
+                  and one line says nothing will be recorded
+
+The expected report is the one planted_leaks.cpp states in its `// EXPECT:` lines
+(3 leaks: 1048576 B in 1, 786432 B in 3, 65536 B host-pinned in 1; one OOM of
+1125899906842624 bytes), checked by run.py's own check_report, so every backend is held
+to the same promise.
+
+Paths come from run.py's environment (TSEAL_IT_SHIM, TSEAL_IT_SIMCUDA_DIR,
+TSEAL_IT_EXAMPLES_SRC, TSEAL_IT_BIN_planted_leaks), else TS_SHIM, TS_SIMCUDA_DIR,
+TS_EXAMPLES_DIR (a directory holding the planted_leaks binary or its source), else the
+options above. Exit status: 0 pass, 1 fail, 77 skip. Python 3 standard library only.
+"""
+
+import os
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import run as it  # noqa: E402  (run.py: the integration helpers and report checks)
+
+EXAMPLE = "planted_leaks"
+
+
+def configure(argv):
+    """Map TS_* variables and command-line options onto run.py's TSEAL_IT_* ones."""
+    opts = dict(zip(argv[0::2], argv[1::2]))
+    fallbacks = {
+        "TSEAL_IT_SHIM": [opts.get("--shim"), os.environ.get("TS_SHIM")],
+        "TSEAL_IT_SIMCUDA_DIR": [opts.get("--simcuda-dir"), os.environ.get("TS_SIMCUDA_DIR")],
+        "TSEAL_IT_EXAMPLES_SRC": [opts.get("--examples-src"), os.environ.get("TS_EXAMPLES_DIR")],
+        "TSEAL_IT_BIN_" + EXAMPLE: [opts.get("--binary")],
+    }
+    for key, values in fallbacks.items():
+        if os.environ.get(key):
+            continue
+        for v in values:
+            if v:
+                os.environ[key] = v
+                break
+    if not os.environ.get("TSEAL_IT_BIN_" + EXAMPLE) and os.environ.get("TS_EXAMPLES_DIR"):
+        os.environ["TSEAL_IT_BIN_" + EXAMPLE] = os.path.join(os.environ["TS_EXAMPLES_DIR"], EXAMPLE)
+    src = os.environ.get("TSEAL_IT_EXAMPLES_SRC")
+    if src and not os.path.exists(os.path.join(src, EXAMPLE + ".cpp")):
+        # TS_EXAMPLES_DIR may be the build directory: the sources sit beside this file.
+        here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples")
+        os.environ["TSEAL_IT_EXAMPLES_SRC"] = os.path.normpath(here)
+
+
+def need_simcuda_cupti():
+    simcuda = it.cfg("TSEAL_IT_SIMCUDA_DIR", what="simcuda")
+    if not os.path.exists(os.path.join(simcuda, "libcupti.so.13")):
+        it.skip("simcuda's libcupti.so.13 is not built yet in %s" % simcuda)
+
+
+def torchseal_lines(stderr):
+    return [l for l in stderr.splitlines() if l.startswith("torchseal:")]
+
+
+def run_example(check, tmp, label, env_extra, preload=True, inject=False):
+    shim = it.cfg("TSEAL_IT_SHIM", what="shim (libtorchseal.so)")
+    binary, source = it.example_paths(EXAMPLE)
+    exp = it.Expectations(source)
+    check.note("binary", binary)
+    prefix = os.path.join(tmp, label)
+    env = it.base_env()
+    env.update(exp.env)
+    env["TORCHSEAL_OUTPUT"] = prefix
+    if preload:
+        env["LD_PRELOAD"] = shim
+    if inject:
+        env["CUDA_INJECTION64_PATH"] = shim
+    env.update(env_extra)
+    result = it.run([binary], env, cwd=tmp)
+    check.note(label, "%s %s" % (" ".join("%s=%s" % kv for kv in sorted(env_extra.items())),
+                                 result.describe()))
+    return exp, prefix, result
+
+
+def check_full_report(check, exp, prefix, result, backend):
+    it.check_exit(check, result, exp.exit, "of planted_leaks")
+    report = it.load_report(check, prefix, result)
+    it.check_report(check, exp, report, result, result.pid, prefix)
+    check.eq("process.backend", (report.get("process") or {}).get("backend"), backend)
+    return report
+
+
+def scenario_cupti(args):
+    """TORCHSEAL_BACKEND=cupti under LD_PRELOAD: CUPTI alone counts every allocation."""
+    need_simcuda_cupti()
+    check = it.Checker("cupti backend (LD_PRELOAD)")
+    with tempfile.TemporaryDirectory(prefix="tseal-cupti-") as tmp:
+        exp, prefix, result = run_example(check, tmp, "cupti", {"TORCHSEAL_BACKEND": "cupti"})
+        check_full_report(check, exp, prefix, result, "cupti")
+        check.eq("torchseal lines on stderr", torchseal_lines(result.stderr), [])
+    return check.finish()
+
+
+def scenario_busy(args):
+    """The CUPTI slot is taken (torch.profiler, Nsight...): auto falls back to the hooks."""
+    need_simcuda_cupti()
+    check = it.Checker("cupti busy -> hooks")
+    with tempfile.TemporaryDirectory(prefix="tseal-cupti-") as tmp:
+        exp, prefix, result = run_example(check, tmp, "busy", {"SIMCUDA_CUPTI_BUSY": "1"})
+        check_full_report(check, exp, prefix, result, "hooks")
+        ours = torchseal_lines(result.stderr)
+        check.eq("torchseal lines on stderr (one explaining the fallback)", len(ours), 1,
+                 "stderr: %s" % it.tail(result.stderr))
+        if len(ours) == 1:
+            check.true("the line names CUPTI and the hooks", "CUPTI" in ours[0] and "hooks" in ours[0],
+                       ours[0])
+            check.true("the line says another subscriber holds the slot",
+                       "subscriber" in ours[0], ours[0])
+    return check.finish()
+
+
+def scenario_injection(args):
+    """CUDA_INJECTION64_PATH instead of LD_PRELOAD: CUPTI is the only way in."""
+    need_simcuda_cupti()
+    check = it.Checker("cupti via CUDA_INJECTION64_PATH")
+    with tempfile.TemporaryDirectory(prefix="tseal-cupti-") as tmp:
+        exp, prefix, result = run_example(check, tmp, "inject", {}, preload=False, inject=True)
+        check_full_report(check, exp, prefix, result, "cupti")
+        check.eq("torchseal lines on stderr", torchseal_lines(result.stderr), [])
+    return check.finish()
+
+
+def scenario_injection_busy(args):
+    """Injected but the CUPTI slot is taken: nothing can be recorded; say so, harm nothing."""
+    need_simcuda_cupti()
+    check = it.Checker("cupti via CUDA_INJECTION64_PATH, slot taken")
+    with tempfile.TemporaryDirectory(prefix="tseal-cupti-") as tmp:
+        exp, prefix, result = run_example(check, tmp, "inject-busy", {"SIMCUDA_CUPTI_BUSY": "1"},
+                                          preload=False, inject=True)
+        it.check_exit(check, result, exp.exit, "of planted_leaks")
+        check.true("the program ran to completion", "planted_leaks: done" in result.stdout)
+        ours = torchseal_lines(result.stderr)
+        check.eq("a line says nothing will be recorded",
+                 len([l for l in ours if "nothing will be recorded" in l]), 1,
+                 "stderr: %s" % it.tail(result.stderr))
+    return check.finish()
+
+
+SCENARIOS = {
+    "cupti": scenario_cupti,
+    "busy": scenario_busy,
+    "injection": scenario_injection,
+    "injection-busy": scenario_injection_busy,
+}
+
+
+def main(argv):
+    if len(argv) < 2 or argv[1] not in SCENARIOS:
+        print(__doc__)
+        return 2
+    configure(argv[2:])
+    try:
+        return SCENARIOS[argv[1]](argv[2:])
+    except it.Failed as e:
+        print("FAIL: %s" % e)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

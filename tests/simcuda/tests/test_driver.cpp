@@ -1,0 +1,257 @@
+// Driver API: allocation families, errors, capacity, contexts.
+#include <setjmp.h>
+#include <signal.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "test_support.h"
+
+TEST_CASE("driver requires cuInit and reports version 13000", "[driver]")
+{
+    int v = 0;
+    REQUIRE(cuDriverGetVersion(&v) == CUDA_SUCCESS);
+    CHECK(v == 13000);
+    CUdevice d;
+    CHECK(cuDeviceGet(&d, 0) == CUDA_ERROR_NOT_INITIALIZED);
+    REQUIRE(cuInit(0) == CUDA_SUCCESS);
+    CHECK(cuDeviceGet(&d, 0) == CUDA_SUCCESS);
+    CHECK(cuDeviceGet(&d, 99) == CUDA_ERROR_INVALID_DEVICE);
+    int major = 0;
+    CHECK(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 0) == CUDA_SUCCESS);
+    CHECK(major == 9);
+}
+
+TEST_CASE("device allocations are unique, aligned and freed once", "[driver]")
+{
+    sim_primary_context();
+    CUdeviceptr a = 0, b = 0;
+    REQUIRE(cuMemAlloc(&a, 1000) == CUDA_SUCCESS);
+    REQUIRE(cuMemAlloc(&b, 1) == CUDA_SUCCESS);
+    CHECK(a != b);
+    CHECK(a % 256 == 0);
+    CHECK(b % 256 == 0);
+    CHECK(cuMemAlloc(&a, 0) == CUDA_ERROR_INVALID_VALUE);
+    CHECK(cuMemFree(b) == CUDA_SUCCESS);
+    CHECK(cuMemFree(b) == CUDA_ERROR_INVALID_VALUE);  // double free
+    CHECK(cuMemFree(a + 16) == CUDA_ERROR_INVALID_VALUE);  // interior pointer
+    CHECK(cuMemFree(a) == CUDA_SUCCESS);
+}
+
+TEST_CASE("1 PiB fails cleanly with out-of-memory", "[driver]")
+{
+    sim_primary_context();
+    CUdeviceptr p = 0;
+    CHECK(cuMemAlloc(&p, kPiB) == CUDA_ERROR_OUT_OF_MEMORY);
+    CUdeviceptr q = 0;
+    CHECK(cuMemAllocManaged(&q, kPiB, CU_MEM_ATTACH_GLOBAL) == CUDA_ERROR_OUT_OF_MEMORY);
+    size_t pitch;
+    CHECK(cuMemAllocPitch(&p, &pitch, kPiB, 1, 4) == CUDA_ERROR_OUT_OF_MEMORY);
+    const char *name = nullptr;
+    REQUIRE(cuGetErrorName(CUDA_ERROR_OUT_OF_MEMORY, &name) == CUDA_SUCCESS);
+    CHECK(std::string(name) == "CUDA_ERROR_OUT_OF_MEMORY");
+}
+
+TEST_CASE("default capacity is 16 GiB and accounting is exact", "[driver]")
+{
+    sim_primary_context();
+    size_t free0, total;
+    REQUIRE(cuMemGetInfo(&free0, &total) == CUDA_SUCCESS);
+    if (!std::getenv("SIMCUDA_MEMORY_BYTES"))
+        CHECK(total == 16 * kGiB);
+    CUdeviceptr p;
+    REQUIRE(cuMemAlloc(&p, 3 * kMiB + 1) == CUDA_SUCCESS);
+    size_t free1;
+    cuMemGetInfo(&free1, &total);
+    CHECK(free0 - free1 == 3 * kMiB + 512);  // rounded to the 512-byte alignment
+    cuMemFree(p);
+    cuMemGetInfo(&free1, &total);
+    CHECK(free1 == free0);
+}
+
+TEST_CASE("capacity comes from SIMCUDA_MEMORY_BYTES", "[.capacity]")
+{
+    // Run with SIMCUDA_MEMORY_BYTES=64MiB.
+    sim_primary_context();
+    size_t free, total;
+    REQUIRE(cuMemGetInfo(&free, &total) == CUDA_SUCCESS);
+    CHECK(total == 64 * kMiB);
+    CUdeviceptr a, b;
+    REQUIRE(cuMemAlloc(&a, 48 * kMiB) == CUDA_SUCCESS);
+    CHECK(cuMemAlloc(&b, 32 * kMiB) == CUDA_ERROR_OUT_OF_MEMORY);
+    REQUIRE(cuMemFree(a) == CUDA_SUCCESS);
+    CHECK(cuMemAlloc(&b, 32 * kMiB) == CUDA_SUCCESS);
+}
+
+TEST_CASE("a malformed SIMCUDA_MEMORY_BYTES falls back to 16 GiB", "[.badcapacity]")
+{
+    sim_primary_context();
+    size_t free, total;
+    REQUIRE(cuMemGetInfo(&free, &total) == CUDA_SUCCESS);
+    CHECK(total == 16 * kGiB);
+}
+
+TEST_CASE("SIMCUDA_DEVICES sets the device count", "[.devices]")
+{
+    REQUIRE(cuInit(0) == CUDA_SUCCESS);
+    int n = 0;
+    REQUIRE(cuDeviceGetCount(&n) == CUDA_SUCCESS);
+    CHECK(n == 3);
+    sim_primary_context(2);
+    CUdeviceptr p;
+    REQUIRE(cuMemAlloc(&p, kMiB) == CUDA_SUCCESS);
+    int ordinal = -1;
+    REQUIRE(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p) == CUDA_SUCCESS);
+    CHECK(ordinal == 2);
+}
+
+namespace {
+sigjmp_buf g_jump;
+void on_segv(int) { siglongjmp(g_jump, 1); }
+}  // namespace
+
+TEST_CASE("device pointers fault on the host; copies move real bytes", "[driver]")
+{
+    sim_primary_context();
+    CUdeviceptr d;
+    REQUIRE(cuMemAlloc(&d, 4096) == CUDA_SUCCESS);
+    struct sigaction sa {}, old{};
+    sa.sa_handler = on_segv;
+    sigaction(SIGSEGV, &sa, &old);
+    volatile bool faulted = false;
+    if (sigsetjmp(g_jump, 1) == 0)
+        (void)*reinterpret_cast<volatile char *>(d);
+    else
+        faulted = true;
+    sigaction(SIGSEGV, &old, nullptr);
+    CHECK(faulted);
+
+    char in[4096], out[4096];
+    for (size_t i = 0; i < sizeof in; ++i)
+        in[i] = char(i * 7);
+    REQUIRE(cuMemcpyHtoD(d, in, sizeof in) == CUDA_SUCCESS);
+    CUdeviceptr d2;
+    REQUIRE(cuMemAlloc(&d2, 4096) == CUDA_SUCCESS);
+    REQUIRE(cuMemcpyDtoD(d2, d, sizeof in) == CUDA_SUCCESS);
+    REQUIRE(cuMemcpyDtoH(out, d2, sizeof out) == CUDA_SUCCESS);
+    CHECK(std::memcmp(in, out, sizeof in) == 0);
+    REQUIRE(cuMemsetD32(d2 + 4, 0xdeadbeef, 2) == CUDA_SUCCESS);
+    uint32_t words[4];
+    REQUIRE(cuMemcpyDtoH(words, d2, sizeof words) == CUDA_SUCCESS);
+    CHECK(words[1] == 0xdeadbeef);
+    CHECK(words[2] == 0xdeadbeef);
+    CHECK(cuMemcpyHtoD(d2 + 4000, in, 200) == CUDA_ERROR_INVALID_VALUE);  // past the end
+    cuMemFree(d);
+    cuMemFree(d2);
+    CHECK(cuMemcpyDtoH(out, d, 16) == CUDA_ERROR_INVALID_VALUE);  // freed
+}
+
+TEST_CASE("pinned and managed memory are host accessible", "[driver]")
+{
+    sim_primary_context();
+    void *h = nullptr;
+    REQUIRE(cuMemHostAlloc(&h, 10000, CU_MEMHOSTALLOC_PORTABLE) == CUDA_SUCCESS);
+    std::memset(h, 0x5a, 10000);
+    void *h2 = nullptr;
+    REQUIRE(cuMemAllocHost(&h2, 100) == CUDA_SUCCESS);
+    CUdeviceptr m;
+    size_t free0, free1, total;
+    cuMemGetInfo(&free0, &total);
+    REQUIRE(cuMemAllocManaged(&m, 8192, CU_MEM_ATTACH_GLOBAL) == CUDA_SUCCESS);
+    cuMemGetInfo(&free1, &total);
+    CHECK(free0 - free1 == 8192);  // managed memory counts against the device
+    reinterpret_cast<char *>(m)[100] = 42;
+    unsigned type = 0;
+    REQUIRE(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CUdeviceptr(h)) == CUDA_SUCCESS);
+    CHECK(type == CU_MEMORYTYPE_HOST);
+    int managed = 0;
+    REQUIRE(cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, m) == CUDA_SUCCESS);
+    CHECK(managed == 1);
+    CHECK(cuMemFree(CUdeviceptr(h)) == CUDA_ERROR_INVALID_VALUE);  // wrong family
+    CHECK(cuMemFreeHost(h) == CUDA_SUCCESS);
+    CHECK(cuMemFreeHost(h2) == CUDA_SUCCESS);
+    CHECK(cuMemFree(m) == CUDA_SUCCESS);
+}
+
+TEST_CASE("pitch allocations round the pitch", "[driver]")
+{
+    sim_primary_context();
+    CUdeviceptr p;
+    size_t pitch = 0;
+    REQUIRE(cuMemAllocPitch(&p, &pitch, 1000, 10, 4) == CUDA_SUCCESS);
+    CHECK(pitch == 1024);
+    CUdeviceptr base;
+    size_t size;
+    REQUIRE(cuMemGetAddressRange(&base, &size, p + 5000) == CUDA_SUCCESS);
+    CHECK(base == p);
+    CHECK(size == 10240);
+    CHECK(cuMemFree(p) == CUDA_SUCCESS);
+}
+
+TEST_CASE("context teardown frees what the context owns", "[teardown]")
+{
+    REQUIRE(cuInit(0) == CUDA_SUCCESS);
+    CUcontext ctx;
+    REQUIRE(cuCtxCreate(&ctx, nullptr, 0, 0) == CUDA_SUCCESS);
+    size_t free0, free1, total;
+    cuMemGetInfo(&free0, &total);
+    CUdeviceptr p;
+    REQUIRE(cuMemAlloc(&p, 10 * kMiB) == CUDA_SUCCESS);
+    void *h;
+    REQUIRE(cuMemAllocHost(&h, 4096) == CUDA_SUCCESS);
+    REQUIRE(cuCtxDestroy(ctx) == CUDA_SUCCESS);
+    CHECK(cuCtxDestroy(ctx) == CUDA_ERROR_INVALID_CONTEXT);
+    CUcontext prim = sim_primary_context();
+    cuMemGetInfo(&free1, &total);
+    CHECK(free1 == free0);
+    CHECK(cuMemFree(p) == CUDA_ERROR_INVALID_VALUE);
+
+    unsigned flags;
+    int active = 0;
+    REQUIRE(cuDevicePrimaryCtxGetState(0, &flags, &active) == CUDA_SUCCESS);
+    CHECK(active == 1);
+    REQUIRE(cuMemAlloc(&p, kMiB) == CUDA_SUCCESS);
+    REQUIRE(cuDevicePrimaryCtxReset(0) == CUDA_SUCCESS);
+    REQUIRE(cuDevicePrimaryCtxGetState(0, &flags, &active) == CUDA_SUCCESS);
+    CHECK(active == 0);
+    CUdeviceptr q;
+    CHECK(cuMemAlloc(&q, kMiB) == CUDA_ERROR_CONTEXT_IS_DESTROYED);
+    CUcontext again;
+    REQUIRE(cuDevicePrimaryCtxRetain(&again, 0) == CUDA_SUCCESS);
+    CHECK(again == prim);  // the primary context is reusable after reset
+    REQUIRE(cuMemGetInfo(&free1, &total) == CUDA_SUCCESS);
+    CHECK(free1 == free0);
+    REQUIRE(cuDevicePrimaryCtxRelease(0) == CUDA_SUCCESS);
+    REQUIRE(cuDevicePrimaryCtxGetState(0, &flags, &active) == CUDA_SUCCESS);
+    CHECK(active == 0);
+}
+
+TEST_CASE("streams and events are validated and timed", "[driver]")
+{
+    sim_primary_context();
+    int least, greatest;
+    REQUIRE(cuCtxGetStreamPriorityRange(&least, &greatest) == CUDA_SUCCESS);
+    CHECK(least == 0);
+    CHECK(greatest < 0);
+    CUstream s;
+    REQUIRE(cuStreamCreateWithPriority(&s, CU_STREAM_NON_BLOCKING, -1) == CUDA_SUCCESS);
+    int prio = 0;
+    REQUIRE(cuStreamGetPriority(s, &prio) == CUDA_SUCCESS);
+    CHECK(prio == -1);
+    CUevent a, b;
+    REQUIRE(cuEventCreate(&a, CU_EVENT_DEFAULT) == CUDA_SUCCESS);
+    REQUIRE(cuEventCreate(&b, CU_EVENT_DEFAULT) == CUDA_SUCCESS);
+    REQUIRE(cuEventRecord(a, s) == CUDA_SUCCESS);
+    REQUIRE(cuEventRecord(b, nullptr) == CUDA_SUCCESS);
+    float ms = -1;
+    REQUIRE(cuEventElapsedTime(&ms, a, b) == CUDA_SUCCESS);
+    CHECK(ms >= 0);
+    CHECK(cuEventQuery(b) == CUDA_SUCCESS);
+    CHECK(cuStreamWaitEvent(s, b, 0) == CUDA_SUCCESS);
+    CHECK(cuStreamSynchronize(s) == CUDA_SUCCESS);
+    CHECK(cuStreamDestroy(s) == CUDA_SUCCESS);
+    CHECK(cuStreamSynchronize(s) == CUDA_ERROR_INVALID_HANDLE);
+    CHECK(cuEventDestroy(a) == CUDA_SUCCESS);
+    CHECK(cuEventDestroy(b) == CUDA_SUCCESS);
+}

@@ -1,0 +1,96 @@
+// Virtual memory management semantics.
+#include <cstring>
+
+#include "test_support.h"
+
+namespace {
+CUmemAllocationProp device_prop()
+{
+    CUmemAllocationProp prop{};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    return prop;
+}
+size_t used()
+{
+    size_t free, total;
+    REQUIRE(cuMemGetInfo(&free, &total) == CUDA_SUCCESS);
+    return total - free;
+}
+}  // namespace
+
+TEST_CASE("create/map/unmap/release with released-while-mapped semantics", "[vmm]")
+{
+    sim_primary_context();
+    CUmemAllocationProp prop = device_prop();
+    size_t gran = 0;
+    REQUIRE(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) == CUDA_SUCCESS);
+    REQUIRE(gran == 2 * kMiB);
+    size_t base_used = used();
+
+    CUmemGenericAllocationHandle h;
+    CHECK(cuMemCreate(&h, gran + 1, &prop, 0) == CUDA_ERROR_INVALID_VALUE);
+    REQUIRE(cuMemCreate(&h, 2 * gran, &prop, 0) == CUDA_SUCCESS);
+    CHECK(used() - base_used == 2 * gran);
+
+    CUdeviceptr va;
+    REQUIRE(cuMemAddressReserve(&va, 8 * gran, 0, 0, 0) == CUDA_SUCCESS);
+    CHECK(used() - base_used == 2 * gran);  // reserving address space is free
+    REQUIRE(cuMemMap(va, 2 * gran, 0, h, 0) == CUDA_SUCCESS);
+    CHECK(cuMemMap(va + gran, 2 * gran, 0, h, 0) == CUDA_ERROR_INVALID_VALUE);  // overlap
+    REQUIRE(cuMemMap(va + 4 * gran, 2 * gran, 0, h, 0) == CUDA_SUCCESS);       // alias
+    CUmemAccessDesc access{};
+    access.location = prop.location;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    REQUIRE(cuMemSetAccess(va, 2 * gran, &access, 1) == CUDA_SUCCESS);
+    CHECK(cuMemSetAccess(va, 4 * gran, &access, 1) == CUDA_ERROR_INVALID_VALUE);  // hole
+
+    const char msg[] = "aliased through one handle";
+    REQUIRE(cuMemcpyHtoD(va + 100, msg, sizeof msg) == CUDA_SUCCESS);
+    char out[sizeof msg] = {};
+    REQUIRE(cuMemcpyDtoH(out, va + 4 * gran + 100, sizeof out) == CUDA_SUCCESS);
+    CHECK(std::strcmp(out, msg) == 0);
+
+    CUdeviceptr rbase;
+    size_t rsize;
+    REQUIRE(cuMemGetAddressRange(&rbase, &rsize, va + 123) == CUDA_SUCCESS);
+    CHECK(rbase == va);
+    CHECK(rsize == 2 * gran);
+
+    CUmemGenericAllocationHandle retained;
+    REQUIRE(cuMemRetainAllocationHandle(&retained, reinterpret_cast<void *>(va + 5)) == CUDA_SUCCESS);
+    CHECK(retained == h);
+    CUmemAllocationProp got{};
+    REQUIRE(cuMemGetAllocationPropertiesFromHandle(&got, h) == CUDA_SUCCESS);
+    CHECK(got.location.id == 0);
+    REQUIRE(cuMemRelease(retained) == CUDA_SUCCESS);
+
+    REQUIRE(cuMemRelease(h) == CUDA_SUCCESS);
+    CHECK(used() - base_used == 2 * gran);  // still mapped twice
+    CHECK(cuMemAddressFree(va, 8 * gran) == CUDA_ERROR_INVALID_VALUE);  // mappings remain
+    REQUIRE(cuMemUnmap(va, 2 * gran) == CUDA_SUCCESS);
+    CHECK(used() - base_used == 2 * gran);
+    REQUIRE(cuMemUnmap(va + 4 * gran, 2 * gran) == CUDA_SUCCESS);
+    CHECK(used() == base_used);  // last mapping gone: physical memory freed
+    CHECK(cuMemRelease(h) == CUDA_ERROR_INVALID_VALUE);
+    CHECK(cuMemUnmap(va, 2 * gran) == CUDA_ERROR_INVALID_VALUE);
+    REQUIRE(cuMemAddressFree(va, 8 * gran) == CUDA_SUCCESS);
+}
+
+TEST_CASE("VMM creation past capacity is OOM; fabric handles are unsupported", "[vmm]")
+{
+    sim_primary_context();
+    CUmemAllocationProp prop = device_prop();
+    CUmemGenericAllocationHandle h;
+    CHECK(cuMemCreate(&h, kPiB, &prop, 0) == CUDA_ERROR_OUT_OF_MEMORY);
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_FABRIC;
+    CHECK(cuMemCreate(&h, 2 * kMiB, &prop, 0) == CUDA_ERROR_NOT_SUPPORTED);
+    CUdeviceptr va;
+    size_t free, total;
+    cuMemGetInfo(&free, &total);
+    // Like PyTorch's expandable segments: reserve more than the device holds.
+    REQUIRE(cuMemAddressReserve(&va, (total + total / 8 + 2 * kMiB - 1) / (2 * kMiB) * (2 * kMiB),
+                                0, 0, 0) == CUDA_SUCCESS);
+}

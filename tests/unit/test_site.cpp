@@ -1,0 +1,81 @@
+#include <catch2/catch.hpp>
+
+#include "site.h"
+
+using namespace torchseal;
+
+namespace {
+NativeFrame frame(std::string fn, std::string module, std::string file = "", int line = 0,
+                  uint64_t addr = 0x1000) {
+  return NativeFrame{std::move(fn), std::move(file), line, std::move(module), addr};
+}
+}  // namespace
+
+TEST_CASE("trimming drops torchseal and CUDA library frames, then CUDA API frames", "[site]") {
+  std::vector<NativeFrame> frames = {
+      frame("torchseal::capture_stack()", "/opt/ts/lib/libtorchseal.so"),
+      frame("cudaMalloc", "/opt/ts/lib/libtorchseal.so"),
+      frame("cuMemAlloc_v2", "/usr/lib/x86_64-linux-gnu/libcuda.so.1"),
+      frame("cudart::driverHelper::mallocPtr", "/usr/local/cuda/lib64/libcudart.so.13"),
+      frame("cudaMalloc", "/usr/local/cuda/lib64/libcudart.so.13"),
+      frame("libcupti_internal", "/usr/local/cuda/lib64/libcupti.so.13"),
+      // Statically linked runtime: CUDA internals inside the user's binary.
+      frame("cudart::cudaApiMalloc(void**, unsigned long)", "/home/u/app"),
+      frame("__cudart1234", "/home/u/app"),
+      frame("cudaMalloc", "/home/u/app"),
+      frame("make_buffer(unsigned long)", "/home/u/app", "/home/u/app.cpp", 12),
+      frame("main", "/home/u/app", "/home/u/app.cpp", 30),
+  };
+  auto t = trim_frames(frames);
+  REQUIRE(t.size() == 2);
+  CHECK(t[0].function == "make_buffer(unsigned long)");
+  CHECK(t[1].function == "main");
+}
+
+TEST_CASE("trimming keeps user functions whose names merely resemble CUDA's", "[site]") {
+  auto t = trim_frames({frame("cute_kernel_launch", "/app"), frame("main", "/app")});
+  REQUIRE(t.size() == 2);
+  CHECK(t[0].function == "cute_kernel_launch");
+  // A library named like libcuda but not libcuda.* is the user's.
+  t = trim_frames({frame("f", "/x/libcudamyproj.so"), frame("main", "/app")});
+  CHECK(t.size() == 2);
+}
+
+TEST_CASE("nameless frames are trimmed only when a CUDA API frame follows", "[site]") {
+  auto t = trim_frames({frame("", "/app"), frame("cudaMalloc", "/app"), frame("user", "/app")});
+  REQUIRE(t.size() == 1);
+  CHECK(t[0].function == "user");
+  t = trim_frames({frame("x", "/l/libtorchseal.so"), frame("", "/app"), frame("user", "/app")});
+  REQUIRE(t.size() == 2);
+  CHECK(t[0].function.empty());
+}
+
+TEST_CASE("trimming never empties a stack", "[site]") {
+  auto only_internal = trim_frames({frame("cudaMalloc", "/l/libcudart.so.13")});
+  CHECK(only_internal.size() == 1);
+  auto only_api = trim_frames(
+      {frame("x", "/l/libtorchseal.so"), frame("cudaMalloc", "/app"), frame("cuInit", "/app")});
+  REQUIRE(only_api.size() == 2);
+  CHECK(only_api[0].function == "cudaMalloc");
+  CHECK(trim_frames({}).empty());
+}
+
+TEST_CASE("site keys compare source locations, not addresses", "[site]") {
+  std::vector<NativeFrame> a = {frame("f()", "/app", "/s/a.cpp", 10, 0x1000),
+                                frame("main", "/app", "/s/a.cpp", 20, 0x2000)};
+  std::vector<NativeFrame> b = a;
+  b[0].address = 0x1040;  // an unrolled copy of the same call line
+  CHECK(site_key(a, {}) == site_key(b, {}));
+  b[0].line = 11;
+  CHECK(site_key(a, {}) != site_key(b, {}));
+
+  std::vector<PythonFrame> py1 = {{"step", "train.py", 5}};
+  std::vector<PythonFrame> py2 = {{"step", "train.py", 6}};
+  CHECK(site_key(a, py1) != site_key(a, py2));
+  CHECK(site_key(a, py1) == site_key(a, py1));
+
+  // Without symbols, addresses are all there is.
+  std::vector<NativeFrame> raw1 = {frame("", "/app", "", 0, 0x1000)};
+  std::vector<NativeFrame> raw2 = {frame("", "/app", "", 0, 0x1004)};
+  CHECK(site_key(raw1, {}) != site_key(raw2, {}));
+}
