@@ -65,6 +65,7 @@ struct State {
   unsigned long long modules_adds = ~0ull, modules_subs = ~0ull;
   uint64_t events_written = 0;
   std::string path;
+  uint64_t window_ns = 0;
 };
 
 State &S() {
@@ -292,6 +293,7 @@ void *writer_main(void *) {
   // Not an application thread: nothing it does is a user allocation.
   mark_thread_internal();
   pthread_setname_np(pthread_self(), "torchseal-wr");
+  uint64_t next_window = s.window_ns ? now_ns() + s.window_ns : 0;
   while (!s.stop.load()) {
     pollfd pfd{s.wake_fd, POLLIN, 0};
     int rc = poll(&pfd, 1, static_cast<int>(kFlushIntervalMs));
@@ -299,6 +301,10 @@ void *writer_main(void *) {
       uint64_t v;
       ssize_t ignored = read(s.wake_fd, &v, sizeof v);
       (void)ignored;
+    }
+    if (next_window && now_ns() >= next_window) {
+      if (!recorder().explicit_steps()) recorder().on_step(true);
+      next_window += s.window_ns;
     }
     pass();
     int req = s.dump_request.exchange(0);
@@ -310,6 +316,10 @@ void *writer_main(void *) {
 }  // namespace
 
 bool enabled() { return S().file_ok.load(std::memory_order_relaxed); }
+
+void set_window_seconds(double seconds) {
+  S().window_ns = seconds > 0 ? static_cast<uint64_t>(seconds * 1e9) : 0;
+}
 
 bool start(const std::string &path) {
   State &s = S();

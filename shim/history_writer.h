@@ -19,6 +19,10 @@ namespace torchseal::history {
 bool start(const std::string &path);
 bool enabled();
 
+// Time-window step boundaries every `seconds` while the program marks no
+// steps of its own (0 disables).
+void set_window_seconds(double seconds);
+
 // Hot path: encode one event into this thread's buffer.
 void append(const Event &e);
 

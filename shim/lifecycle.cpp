@@ -89,6 +89,8 @@ void initialise() {
   choose_backend(*cfg);
   pthread_atfork(nullptr, nullptr, after_fork_child);
   install_dump_signal(cfg->dump_signal);
+  // Without torchseal_step() or NVTX steps, growth is judged per time window.
+  history::set_window_seconds(cfg->step_seconds > 0 ? cfg->step_seconds : 1.0);
   start_history();
   g_recorded_here.store(true, std::memory_order_relaxed);
   log::info("active in pid %d (backend %s, unwinder %s)", static_cast<int>(getpid()), g_backend,

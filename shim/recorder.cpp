@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <new>
+#include <unordered_map>
 
 #include "counters.h"
 #include "history_writer.h"
@@ -166,9 +167,57 @@ void Recorder::on_teardown(ApiId api, int device, uint32_t context) {
   teardown_leaks_.insert(teardown_leaks_.end(), dead.begin(), dead.end());
 }
 
-void Recorder::on_step() {
-  uint64_t n = steps_.fetch_add(1, std::memory_order_relaxed) + 1;
-  if (history::enabled()) history::append(make_event(Op::Step, ApiId::Unknown, Family::None, now_ns(), 0, n));
+namespace {
+// Bounded series: past the cap, every other sample is dropped, so a long run
+// keeps an evenly thinned history instead of growing without end.
+constexpr size_t kMaxSamples = 4096;
+void push_sample(std::vector<StepSample> &v, StepSample &&s) {
+  if (v.size() >= kMaxSamples) {
+    size_t j = 0;
+    for (size_t i = 0; i < v.size(); i += 2) v[j++] = std::move(v[i]);
+    v.resize(j);
+  }
+  v.push_back(std::move(s));
+}
+}  // namespace
+
+StepSample Recorder::sample_sites(uint64_t step, uint64_t t) {
+  StepSample s;
+  s.step = step;
+  s.time_ns = t;
+  std::unordered_map<uint64_t, size_t> index;
+  for (LiveTable *tab : {&live_, &vmm_})
+    tab->for_each([&](const LiveRecord &r) {
+      uint64_t key = mix64((static_cast<uint64_t>(r.stack) << 32 | r.pystack) ^
+                           (static_cast<uint64_t>(r.api) << 48));
+      auto it = index.find(key);
+      if (it == index.end()) {
+        index.emplace(key, s.sites.size());
+        SiteSample site;
+        site.stack = r.stack;
+        site.pystack = r.pystack;
+        site.api = r.api;
+        site.family = r.family;
+        site.bytes = r.size;
+        site.allocations = 1;
+        s.sites.push_back(site);
+      } else {
+        s.sites[it->second].bytes += r.size;
+        s.sites[it->second].allocations += 1;
+      }
+    });
+  return s;
+}
+
+void Recorder::on_step(bool window) {
+  uint64_t t = now_ns();
+  uint64_t n = (window ? windows_ : steps_).fetch_add(1, std::memory_order_relaxed) + 1;
+  if (history::enabled())
+    history::append(make_event(Op::Step, ApiId::Unknown, Family::None, t, 0,
+                               window ? (n | kWindowStepBit) : n));
+  StepSample s = sample_sites(n, t);
+  Guard g(misc_lock_);
+  push_sample(window ? window_samples_ : step_samples_, std::move(s));
 }
 
 void Recorder::on_vmm_range(Op op, uint64_t addr, uint64_t size, uint64_t handle) {
@@ -191,6 +240,8 @@ void Recorder::snapshot(AnalysisInput &in) {
     Guard g(misc_lock_);
     in.live.insert(in.live.end(), teardown_leaks_.begin(), teardown_leaks_.end());
     in.ooms = ooms_;
+    // Explicit steps win; time windows stand in only when there are none.
+    in.steps = step_samples_.empty() ? window_samples_ : step_samples_;
     in.invalid_frees = invalid_frees_;
   }
   in.peak_bytes = counters().peak_bytes();
@@ -214,6 +265,10 @@ void Recorder::reset_after_fork() {
   ooms_.clear();
   invalid_frees_.clear();
   ooms_total_ = invalid_frees_total_ = 0;
+  step_samples_.clear();
+  window_samples_.clear();
+  steps_.store(0);
+  windows_.store(0);
   counters().reset();
 }
 

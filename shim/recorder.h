@@ -30,7 +30,11 @@ class Recorder {
   // Everything live on `device` (or in `context`, when non-zero) is freed by
   // the driver now: it becomes a leak detected at context teardown.
   void on_teardown(ApiId api, int device, uint32_t context);
-  void on_step();
+  // A training step ended (torchseal_step, an NVTX range): sample live bytes
+  // per site. `window` marks a time-window boundary, used only when the
+  // program never marks steps itself.
+  void on_step(bool window = false);
+  bool explicit_steps() const { return steps_.load(std::memory_order_relaxed) != 0; }
   // VMM address-space operations: timeline only, they own no memory.
   void on_vmm_range(Op op, uint64_t addr, uint64_t size, uint64_t handle);
 
@@ -46,6 +50,7 @@ class Recorder {
 
  private:
   StackId capture();
+  StepSample sample_sites(uint64_t step, uint64_t t);
   LiveTable &table_for(Family f) { return f == Family::Vmm ? vmm_ : live_; }
 
   StackTable stacks_;
@@ -56,6 +61,8 @@ class Recorder {
   std::vector<OomRecord> ooms_;
   std::vector<InvalidFree> invalid_frees_;
   std::atomic<uint64_t> steps_{0};
+  std::atomic<uint64_t> windows_{0};
+  std::vector<StepSample> step_samples_, window_samples_;  // under misc_lock_
   uint64_t ooms_total_ = 0;
   uint64_t invalid_frees_total_ = 0;
 };

@@ -373,8 +373,31 @@ class ReplaySink : public HistorySink {
         }
         break;
       }
+      case Op::Step: {
+        bool window = (e.size & kWindowStepBit) != 0;
+        StepSample sample;
+        sample.step = e.size & ~kWindowStepBit;
+        sample.time_ns = e.time_ns;
+        std::unordered_map<uint64_t, size_t> index;
+        for (auto *t : {&ptrs_, &vmm_})
+          for (auto &kv : *t) {
+            const LiveAlloc &a = kv.second.a;
+            uint64_t key = (static_cast<uint64_t>(a.stack) << 32 | a.pystack) ^
+                           (static_cast<uint64_t>(a.api) << 48);
+            auto it = index.find(key);
+            if (it == index.end()) {
+              index.emplace(key, sample.sites.size());
+              sample.sites.push_back({a.stack, a.pystack, a.api, a.family, a.size, 1});
+            } else {
+              sample.sites[it->second].bytes += a.size;
+              sample.sites[it->second].allocations += 1;
+            }
+          }
+        push_sample(window ? windows_ : steps_, std::move(sample));
+        break;
+      }
       default:
-        break;  // VMM ranges, steps and marks: timeline only
+        break;  // VMM ranges and marks: timeline only
     }
   }
   void on_end(double end_time, uint64_t, bool) override { in_.process.end_time = end_time; }
@@ -384,6 +407,7 @@ class ReplaySink : public HistorySink {
       for (auto &kv : *t) in_.live.push_back(kv.second.a);
     in_.live.insert(in_.live.end(), teardown_.begin(), teardown_.end());
     in_.peak_bytes = peak_;
+    in_.steps = steps_.empty() ? std::move(windows_) : std::move(steps_);
   }
 
  private:
@@ -396,7 +420,17 @@ class ReplaySink : public HistorySink {
   AnalysisInput &in_;
   std::unordered_map<uint64_t, std::vector<NativeFrame>> &symbols_;
   std::unordered_map<uint64_t, Rec> ptrs_, vmm_;
+  // Same bounded thinning as the shim (shim/recorder.cpp), so both agree.
+  static void push_sample(std::vector<StepSample> &v, StepSample &&s) {
+    if (v.size() >= 4096) {
+      size_t j = 0;
+      for (size_t i = 0; i < v.size(); i += 2) v[j++] = std::move(v[i]);
+      v.resize(j);
+    }
+    v.push_back(std::move(s));
+  }
   std::vector<LiveAlloc> teardown_;
+  std::vector<StepSample> steps_, windows_;
   uint64_t live_bytes_ = 0, peak_ = 0, last_time_ = 0;
 };
 

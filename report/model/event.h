@@ -58,6 +58,10 @@ enum class Op : uint8_t {
   Mark = 10,        // user label (string id in `size`)
 };
 
+// Step events carry the step number in `size`; time-window boundaries (used
+// when the program marks no steps) set this bit.
+inline constexpr uint64_t kWindowStepBit = 1ull << 63;
+
 using StackId = uint32_t;  // interned native stack; 0 = none
 using PyStackId = uint32_t;  // interned Python stack; 0 = none
 

@@ -1,0 +1,35 @@
+#include "load_report.h"
+
+#include <unordered_map>
+
+#include "history_reader.h"
+#include "report_json.h"
+#include "symbolizer.h"
+
+namespace torchseal {
+
+bool analyze_history(const std::string &path, Report &out, std::string &error,
+                     std::vector<std::string> &warnings, const AnalysisOptions &opts) {
+  AnalysisInput in;
+  std::unordered_map<uint64_t, std::vector<NativeFrame>> symbols;
+  if (!replay_history(path, in, symbols, error, warnings)) return false;
+  // The file's own symbol table wins: it was made where the binaries were.
+  // Without one (a crash), symbolize against the recorded module map here.
+  Symbolizer symbolizer(in.modules);
+  for (auto &kv : symbols) symbolizer.preload(kv.first, std::move(kv.second));
+  try {
+    out = analyze(in, symbolizer, opts);
+  } catch (const std::exception &e) {
+    error = path + ": analysis failed: " + e.what();
+    return false;
+  }
+  return true;
+}
+
+bool load_report(const std::string &path, Report &out, std::string &error,
+                 std::vector<std::string> &warnings, const AnalysisOptions &opts) {
+  if (looks_like_history(path)) return analyze_history(path, out, error, warnings, opts);
+  return read_report_file(path, out, error);
+}
+
+}  // namespace torchseal

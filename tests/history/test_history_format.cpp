@@ -1,0 +1,291 @@
+// The .tseal format as writer and reader see it: codec round trips, chunk
+// framing, and the reader's behaviour on damaged or foreign files.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <string>
+
+#include "format/event_codec.h"
+#include "format/tseal_format.h"
+#include "history_reader.h"
+
+using namespace torchseal;
+using namespace torchseal::tseal;
+
+namespace {
+
+std::string temp_path(const char *name) {
+  return "/tmp/tseal-test-" + std::to_string(getpid()) + "-" + name;
+}
+
+void write_file(const std::string &path, const std::vector<uint8_t> &bytes) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f.write(reinterpret_cast<const char *>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+}
+
+std::vector<Event> random_events(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<Event> ev;
+  std::vector<uint64_t> live;
+  uint64_t t = 1000;
+  for (size_t i = 0; i < n; ++i) {
+    Event e{};
+    t += rng() % 5000;
+    e.time_ns = t;
+    if (!live.empty() && rng() % 2) {
+      size_t k = rng() % live.size();
+      e.op = Op::Free;
+      e.addr = live[k];
+      e.api = ApiId::cudaFree;
+      live.erase(live.begin() + static_cast<long>(k));
+    } else {
+      e.op = Op::Alloc;
+      e.addr = 0x7f0000000000ull + (rng() % 100000) * 512;
+      e.size = 512 * (1 + rng() % 4096);
+      e.stack = static_cast<StackId>(1 + rng() % 50);
+      e.api = rng() % 3 ? ApiId::cudaMalloc : ApiId::cudaMallocAsync;
+      e.stream = e.api == ApiId::cudaMallocAsync ? 0x1234 : 0;
+      e.device = static_cast<int16_t>(rng() % 2);
+      live.push_back(e.addr);
+    }
+    e.family = api_info(e.api).family;
+    ev.push_back(e);
+  }
+  return ev;
+}
+
+// A minimal but complete file, laid out the way shim/history_writer.cpp does.
+std::vector<uint8_t> make_file(const std::vector<Event> &events, bool with_end) {
+  std::vector<uint8_t> out;
+  append_file_header(out);
+  std::vector<uint8_t> p;
+  ByteWriter w(p);
+  w.u64(4242);
+  w.svarint(-1);
+  w.str("host");
+  w.f64(1.7e9);
+  w.str("hooks");
+  w.str("");
+  w.varint(1);
+  w.str("./prog");
+  w.f64(1.7e9);
+  append_chunk(out, Chunk::Process, p);
+  // stacks 1..50
+  p.clear();
+  w.varint(50);
+  for (uint32_t id = 1; id <= 50; ++id) {
+    w.varint(id);
+    w.varint(2);
+    w.svarint(0x401000 + id);
+    w.svarint(16);
+  }
+  append_chunk(out, Chunk::Stacks, p);
+  for (size_t start = 0; start < events.size(); start += 1000) {
+    p.clear();
+    w.u64(events[start].time_ns);
+    append_chunk(out, Chunk::Pass, p);
+    p.clear();
+    size_t end = std::min(events.size(), start + 1000);
+    w.u32(77);
+    w.u64(events[start].time_ns);
+    w.varint(end - start);
+    CodecState st;
+    st.reset(events[start].time_ns);
+    for (size_t i = start; i < end; ++i) encode_event(w, st, events[i]);
+    append_chunk(out, Chunk::Events, p);
+  }
+  if (with_end) {
+    p.clear();
+    w.f64(1.7e9 + 5);
+    w.varint(events.size());
+    w.u8(1);
+    append_chunk(out, Chunk::End, p);
+  }
+  return out;
+}
+
+struct Collect : HistorySink {
+  std::vector<Event> events;
+  ProcessInfo process;
+  size_t stacks = 0;
+  void on_process(const ProcessInfo &p, double) override { process = p; }
+  void on_stack(StackId, std::vector<uint64_t> &&) override { ++stacks; }
+  void on_event(const Event &e) override { events.push_back(e); }
+};
+
+}  // namespace
+
+TEST_CASE("varints and zigzag round trip at the edges") {
+  std::vector<uint8_t> buf;
+  ByteWriter w(buf);
+  uint64_t us[] = {0, 1, 127, 128, 16383, 16384, ~0ull};
+  int64_t ss[] = {0, -1, 1, -64, 64, INT64_MIN, INT64_MAX};
+  for (auto u : us) w.varint(u);
+  for (auto s : ss) w.svarint(s);
+  ByteReader r(buf.data(), buf.size());
+  for (auto u : us) CHECK(r.varint() == u);
+  for (auto s : ss) CHECK(r.svarint() == s);
+  CHECK(r.ok());
+  CHECK(r.done());
+  r.varint();
+  CHECK_FALSE(r.ok());  // reading past the end fails, never overreads
+}
+
+TEST_CASE("event codec round trips every field it stores") {
+  auto events = random_events(20000, 7);
+  std::vector<uint8_t> buf;
+  ByteWriter w(buf);
+  CodecState st;
+  st.reset(events.front().time_ns);
+  for (const auto &e : events) encode_event(w, st, e);
+  ByteReader r(buf.data(), buf.size());
+  CodecState ds;
+  ds.reset(events.front().time_ns);
+  Event d;
+  size_t i = 0;
+  while (decode_event(r, ds, d)) {
+    REQUIRE(i < events.size());
+    const Event &e = events[i++];
+    CHECK(d.op == e.op);
+    CHECK(d.time_ns == e.time_ns);
+    CHECK(d.addr == e.addr);
+    CHECK(d.api == e.api);
+    if (e.op == Op::Alloc) {
+      CHECK(d.size == e.size);
+      CHECK(d.stack == e.stack);
+      CHECK(d.stream == e.stream);
+      CHECK(d.device == e.device);
+    }
+  }
+  CHECK(r.ok());
+  CHECK(i == events.size());
+  // Compactness of the event encoding itself (the benchmark measures files).
+  CHECK(static_cast<double>(buf.size()) / static_cast<double>(events.size()) < 12.0);
+}
+
+TEST_CASE("reader returns every event in time order from a clean file") {
+  auto events = random_events(5000, 3);
+  std::string path = temp_path("clean.tseal");
+  write_file(path, make_file(events, true));
+  Collect c;
+  std::string error;
+  std::vector<std::string> warnings;
+  HistoryReadStats stats;
+  REQUIRE(read_history(path, c, error, warnings, &stats));
+  CHECK(warnings.empty());
+  CHECK(stats.clean_end);
+  CHECK(c.process.pid == 4242);
+  CHECK(c.process.argv == std::vector<std::string>{"./prog"});
+  CHECK(c.stacks == 50);
+  REQUIRE(c.events.size() == events.size());
+  for (size_t i = 0; i < events.size(); ++i) CHECK(c.events[i].addr == events[i].addr);
+  unlink(path.c_str());
+}
+
+TEST_CASE("a file cut anywhere reads without crashing and warns truncated") {
+  auto events = random_events(3000, 11);
+  auto bytes = make_file(events, true);
+  std::string path = temp_path("cut.tseal");
+  std::mt19937 rng(5);
+  size_t prev_events = 0;
+  for (int trial = 0; trial < 200; ++trial) {
+    size_t cut = kFileHeaderSize + rng() % (bytes.size() - kFileHeaderSize);
+    write_file(path, std::vector<uint8_t>(bytes.begin(), bytes.begin() + static_cast<long>(cut)));
+    Collect c;
+    std::string error;
+    std::vector<std::string> warnings;
+    REQUIRE(read_history(path, c, error, warnings));
+    REQUIRE(warnings.size() == 1);
+    CHECK(warnings[0].find("truncated") != std::string::npos);
+    CHECK(c.events.size() <= events.size());
+    prev_events += c.events.size();
+  }
+  CHECK(prev_events > 0);  // cuts keep what came before them
+  unlink(path.c_str());
+}
+
+TEST_CASE("a corrupt byte stops the read at that chunk, with a warning") {
+  auto events = random_events(3000, 13);
+  auto bytes = make_file(events, true);
+  bytes[bytes.size() / 2] ^= 0x5a;
+  std::string path = temp_path("corrupt.tseal");
+  write_file(path, bytes);
+  Collect c;
+  std::string error;
+  std::vector<std::string> warnings;
+  REQUIRE(read_history(path, c, error, warnings));
+  REQUIRE(warnings.size() == 1);
+  CHECK(warnings[0].find("truncated") != std::string::npos);
+  CHECK(c.events.size() < events.size());
+  CHECK(c.events.size() > 0);
+  unlink(path.c_str());
+}
+
+TEST_CASE("foreign files and unknown versions are rejected with one line") {
+  std::string path = temp_path("foreign");
+  write_file(path, {'h', 'e', 'l', 'l', 'o', ' ', 'w', 'o', 'r', 'l', 'd', '!', '!', '!', '!', '!'});
+  Collect c;
+  std::string error;
+  std::vector<std::string> warnings;
+  CHECK_FALSE(read_history(path, c, error, warnings));
+  CHECK(error.find("not a torchseal history file") != std::string::npos);
+  CHECK(error.find('\n') == std::string::npos);
+
+  auto bytes = make_file(random_events(10, 1), true);
+  bytes[8] = 99;  // version field
+  write_file(path, bytes);
+  error.clear();
+  CHECK_FALSE(read_history(path, c, error, warnings));
+  CHECK(error.find("version 99") != std::string::npos);
+  CHECK_FALSE(read_history(temp_path("missing"), c, error, warnings));
+  unlink(path.c_str());
+}
+
+TEST_CASE("replay rebuilds live state, OOMs, teardown and steps") {
+  std::vector<Event> ev;
+  auto mk = [&](Op op, ApiId api, uint64_t addr, uint64_t size, uint64_t t) {
+    Event e{};
+    e.op = op;
+    e.api = api;
+    e.family = api_info(api).family;
+    e.addr = addr;
+    e.size = size;
+    e.time_ns = t;
+    e.stack = 1;
+    e.device = 0;
+    ev.push_back(e);
+  };
+  mk(Op::Alloc, ApiId::cudaMalloc, 0x1000, 100, 10);
+  mk(Op::Alloc, ApiId::cudaMalloc, 0x2000, 200, 20);
+  mk(Op::Free, ApiId::cudaFree, 0x1000, 0, 30);
+  mk(Op::Step, ApiId::Unknown, 0, 1, 35);
+  mk(Op::OomFail, ApiId::cudaMalloc, 0, 1ull << 50, 40);
+  mk(Op::InvalidFree, ApiId::cudaFree, 0xdead, 0, 50);
+  mk(Op::Alloc, ApiId::cuMemCreate, 7, 2 << 20, 60);
+  mk(Op::Teardown, ApiId::cudaDeviceReset, 0, 0, 70);
+  mk(Op::Alloc, ApiId::cudaMallocHost, 0x9000, 64, 80);
+  std::string path = temp_path("replay.tseal");
+  write_file(path, make_file(ev, true));
+  AnalysisInput in;
+  std::unordered_map<uint64_t, std::vector<NativeFrame>> symbols;
+  std::string error;
+  std::vector<std::string> warnings;
+  REQUIRE(replay_history(path, in, symbols, error, warnings));
+  CHECK(in.events == 7);  // allocs, frees, the OOM and the invalid free
+  REQUIRE(in.ooms.size() == 1);
+  CHECK(in.ooms[0].live_bytes == 200);
+  REQUIRE(in.invalid_frees.size() == 1);
+  REQUIRE(in.steps.size() == 1);
+  CHECK(in.steps[0].sites.size() == 1);
+  CHECK(in.steps[0].sites[0].bytes == 200);
+  size_t teardown = 0, exit_live = 0;
+  for (const auto &a : in.live) (a.detected_at == DetectedAt::ContextTeardown ? teardown : exit_live)++;
+  CHECK(teardown == 2);  // 0x2000 and the VMM handle
+  CHECK(exit_live == 1);  // the pinned buffer allocated after the reset
+  CHECK(in.peak_bytes == 200 + (2u << 20));  // 0x2000 plus the VMM handle
+  unlink(path.c_str());
+}
