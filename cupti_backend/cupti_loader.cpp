@@ -47,7 +47,7 @@ std::string CuptiApi::describe(CUptiResult r) const {
 
 bool load_cupti(const std::string &explicit_path, CuptiApi &out, std::string &why) {
   std::string first_error;
-  for (const std::string &cand : cupti_candidates(explicit_path)) {
+  bool found = for_each_cupti_candidate(explicit_path, [&](const std::string &cand) {
     // RTLD_LOCAL: CUPTI's symbols must not join the host's global scope.
     // RTLD_NOW: a half-resolvable CUPTI fails here, not inside a callback.
     void *h = dlopen(cand.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -57,7 +57,7 @@ bool load_cupti(const std::string &explicit_path, CuptiApi &out, std::string &wh
       // The user's explicit choice failing is the most useful thing to say.
       if (first_error.empty() && cand == explicit_path)
         first_error = "TORCHSEAL_CUPTI_PATH=" + cand + ": " + (e ? e : "cannot load");
-      continue;
+      return false;
     }
     CuptiApi api;
     std::string missing;
@@ -65,14 +65,15 @@ bool load_cupti(const std::string &explicit_path, CuptiApi &out, std::string &wh
       log::debug("CUPTI candidate %s lacks %s", cand.c_str(), missing.c_str());
       if (first_error.empty()) first_error = cand + " lacks " + missing;
       dlclose(h);  // nothing of it was called
-      continue;
+      return false;
     }
     api.handle = h;
     api.path = cand;
     out = api;
     log::debug("CUPTI loaded from %s", cand.c_str());
     return true;
-  }
+  });
+  if (found) return true;
   why = "libcupti not found";
   if (!first_error.empty()) why += " (" + first_error + ")";
   return false;

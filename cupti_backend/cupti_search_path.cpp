@@ -114,10 +114,17 @@ std::vector<std::string> python_site_dirs() {
   return out;
 }
 
-std::vector<std::string> cupti_candidates(const std::string &explicit_path) {
-  std::vector<std::string> c;
-  add_unique(c, explicit_path);
-  for (const char *so : kSonames) add_unique(c, so);
+bool for_each_cupti_candidate(const std::string &explicit_path,
+                              const std::function<bool(const std::string &)> &try_one) {
+  std::vector<std::string> tried;
+  auto offer = [&](const std::string &c) {
+    if (c.empty() || std::find(tried.begin(), tried.end(), c) != tried.end()) return false;
+    tried.push_back(c);
+    return try_one(c);
+  };
+  if (offer(explicit_path)) return true;
+  for (const char *so : kSonames)
+    if (offer(so)) return true;
 
   std::vector<std::string> roots;
   for (const char *var : {"CUDA_HOME", "CUDA_PATH"}) {
@@ -128,24 +135,29 @@ std::vector<std::string> cupti_candidates(const std::string &explicit_path) {
   for (const std::string &root : roots)
     for (const char *sub : {"/lib64/", "/extras/CUPTI/lib64/"})
       for (const char *so : kSonames)
-        if (is_file(root + sub + so)) add_unique(c, root + sub + so);
+        if (is_file(root + sub + so) && offer(root + sub + so)) return true;
 
   for (const std::string &site : python_site_dirs()) {
     std::string nvidia = site + "/nvidia";
     DIR *d = opendir(nvidia.c_str());
     if (!d) continue;
+    std::vector<std::string> found;
     size_t seen = 0;
     while (dirent *e = readdir(d)) {
       if (++seen > kMaxWheelEntries) break;
       if (e->d_name[0] == '.') continue;
       for (const char *so : kSonames) {
         std::string p = nvidia + "/" + e->d_name + "/lib/" + so;
-        if (is_file(p)) add_unique(c, p);
+        if (is_file(p)) found.push_back(p);
       }
     }
     closedir(d);
+    // Directory order is arbitrary: sort so the choice is reproducible.
+    std::sort(found.begin(), found.end());
+    for (const std::string &p : found)
+      if (offer(p)) return true;
   }
-  return c;
+  return false;
 }
 
 }  // namespace torchseal::cupti

@@ -3,12 +3,16 @@
 // without opening anything.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
 namespace torchseal::cupti {
 
-// Candidate names/paths for dlopen, best first, without duplicates:
+// Offers candidate names/paths for dlopen to `try_one`, best first, without
+// duplicates, until it returns true (found). Lazy: the directory scans of
+// the later stages happen only if the earlier candidates all failed, so the
+// common case (libcupti on the loader's path) costs no file-system walk.
 //   1. `explicit_path` (TORCHSEAL_CUPTI_PATH) when non-empty;
 //   2. bare sonames, for the loader's own search (LD_LIBRARY_PATH, rpath,
 //      ld.so.cache): libcupti.so.13, libcupti.so;
@@ -17,7 +21,9 @@ namespace torchseal::cupti {
 //   4. pip wheels (nvidia-cuda-cupti, nvidia/cu13): <site-packages>/nvidia/*/lib
 //      for the site-packages directories derivable without running Python
 //      (see python_site_dirs). Only files that exist.
-std::vector<std::string> cupti_candidates(const std::string &explicit_path);
+// Returns true if `try_one` accepted a candidate.
+bool for_each_cupti_candidate(const std::string &explicit_path,
+                              const std::function<bool(const std::string &)> &try_one);
 
 // site-packages directories of the Python (if any) in this process or
 // environment, derived cheaply: $VIRTUAL_ENV, $CONDA_PREFIX, loaded objects

@@ -4,11 +4,14 @@
 TS_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 TS_BUILD="${TORCHSEAL_BUILD_DIR:-$TS_ROOT/build}"
 
-ts_say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+ts_say() {
+  if [[ -t 2 ]]; then printf '\033[1m==> %s\033[0m\n' "$*" >&2; else printf '==> %s\n' "$*" >&2; fi
+}
 ts_err() { printf 'error: %s\n' "$*" >&2; }
 
 # The meson option that points at the CUDA toolkit (declared in
-# meson_options.txt; currently `cuda_root`).
+# meson_options.txt: `cudatoolkit_root` today; found by name so a rename
+# does not break the scripts).
 ts_cuda_option() {
   local name
   name="$(grep -oE "option\('[A-Za-z0-9_-]*cuda[A-Za-z0-9_-]*'" "$TS_ROOT/meson_options.txt" \
@@ -17,7 +20,7 @@ ts_cuda_option() {
 }
 
 # Configure (or reconfigure) and compile $TS_BUILD. meson's configure output
-# is shown only when it fails.
+# is shown only when it fails; with TS_QUIET=1 the compiler's output too.
 ts_build() {
   local opt; opt="$(ts_cuda_option)"
   local args=() log
@@ -34,7 +37,18 @@ ts_build() {
     ts_err "meson setup failed"
     return 1
   fi
-  rm -f "$log"
   ts_say "compiling"
-  meson compile -C "$TS_BUILD" || { ts_err "compilation failed"; return 1; }
+  if [[ "${TS_QUIET:-0}" == 1 ]]; then
+    # Quiet: show the compiler's output only if something failed.
+    if ! meson compile -C "$TS_BUILD" >"$log" 2>&1; then
+      tail -n 60 "$log" >&2; rm -f "$log"
+      ts_err "compilation failed"
+      return 1
+    fi
+  elif ! meson compile -C "$TS_BUILD"; then
+    rm -f "$log"
+    ts_err "compilation failed"
+    return 1
+  fi
+  rm -f "$log"
 }

@@ -4,6 +4,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <strings.h>
+#include <unistd.h>
+
+#include <regex>
 
 namespace torchseal {
 namespace {
@@ -135,7 +138,15 @@ bool parse_config(Config &c, std::string &error) {
       return false;
     }
   }
-  if (const char *v = env("TORCHSEAL_STEP_RANGE")) c.step_range = v;
+  if (const char *v = env("TORCHSEAL_STEP_RANGE")) {
+    try {
+      std::regex probe(v, std::regex::ECMAScript);
+    } catch (const std::regex_error &) {
+      error = bad("TORCHSEAL_STEP_RANGE", v, "an ECMAScript regular expression");
+      return false;
+    }
+    c.step_range = v;
+  }
   if (const char *v = env("TORCHSEAL_STEP_SECONDS")) {
     char *end = nullptr;
     errno = 0;
@@ -152,8 +163,20 @@ bool parse_config(Config &c, std::string &error) {
       return false;
     }
   }
-  if (const char *v = env("TORCHSEAL_SUPPRESSIONS")) c.suppressions = v;
-  if (const char *v = env("TORCHSEAL_CUPTI_PATH")) c.cupti_path = v;
+  if (const char *v = env("TORCHSEAL_SUPPRESSIONS")) {
+    if (access(v, R_OK) != 0) {
+      error = bad("TORCHSEAL_SUPPRESSIONS", v, "a readable suppressions file");
+      return false;
+    }
+    c.suppressions = v;
+  }
+  if (const char *v = env("TORCHSEAL_CUPTI_PATH")) {
+    if (access(v, R_OK) != 0) {
+      error = bad("TORCHSEAL_CUPTI_PATH", v, "a readable libcupti shared object");
+      return false;
+    }
+    c.cupti_path = v;
+  }
   return true;
 }
 

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <ctime>
 #include <new>
+#include <unordered_map>
 #include <vector>
 
 #include "counters.h"
@@ -22,6 +23,7 @@
 #include "lifecycle.h"
 #include "log.h"
 #include "module_map.h"
+#include "python_frames.h"
 #include "recorder.h"
 #include "report_files.h"
 #include "symbolizer.h"
@@ -66,6 +68,8 @@ struct State {
   uint64_t events_written = 0;
   std::string path;
   uint64_t window_ns = 0;
+  uint64_t py_cursor = 0;
+  std::unordered_map<std::string, uint32_t> py_strings;  // interned across chunks
 };
 
 State &S() {
@@ -98,11 +102,14 @@ ThreadBuf *my_buf() {
 
 // ---- writing ----
 
-void disable_file(const char *why) {
+void disable_file(int err) {
   State &s = S();
   if (!s.file_ok.exchange(false)) return;
-  log::error("history file %s: %s; history recording stopped, the program goes on",
-             s.path.c_str(), why);
+  // A full or read-only file system will refuse the reports too: say it once.
+  bool fatal = err == ENOSPC || err == EDQUOT || err == EROFS;
+  if (fatal) disable_report_output();
+  log::error("history file %s: %s; %s, the program goes on", s.path.c_str(), strerror(err),
+             fatal ? "torchseal stopped writing files" : "history recording stopped");
 }
 
 void write_all(const std::vector<uint8_t> &out) {
@@ -113,7 +120,7 @@ void write_all(const std::vector<uint8_t> &out) {
     ssize_t n = ::write(s.fd, out.data() + off, out.size() - off);
     if (n < 0) {
       if (errno == EINTR) continue;
-      disable_file(strerror(errno));
+      disable_file(errno);
       return;
     }
     off += static_cast<size_t>(n);
@@ -180,6 +187,44 @@ void append_new_stacks(std::vector<uint8_t> &out) {
   tseal::append_chunk(out, Chunk::Stacks, payload);
 }
 
+// Python stacks: strings (function names, file paths) are interned once per
+// file; each chunk first defines its new strings, then stacks of
+// (function id, file id, line).
+void append_new_python_stacks(std::vector<uint8_t> &out) {
+  State &s = S();
+  std::vector<uint8_t> strings_body, stacks_body;
+  tseal::ByteWriter sw(strings_body), kw(stacks_body);
+  uint64_t nstrings = 0, nstacks = 0;
+  auto intern = [&](const std::string &str) {
+    auto it = s.py_strings.find(str);
+    if (it != s.py_strings.end()) return it->second;
+    uint32_t id = static_cast<uint32_t>(s.py_strings.size() + 1);
+    s.py_strings.emplace(str, id);
+    sw.varint(id);
+    sw.str(str);
+    ++nstrings;
+    return id;
+  };
+  py::for_each_since(s.py_cursor, [&](PyStackId id, const std::vector<PyFrame> &frames) {
+    kw.varint(id);
+    kw.varint(frames.size());
+    for (const PyFrame &f : frames) {
+      kw.varint(intern(f.function));
+      kw.varint(intern(f.file));
+      kw.varint(static_cast<uint64_t>(f.line < 0 ? 0 : f.line));
+    }
+    ++nstacks;
+  });
+  if (!nstacks) return;
+  std::vector<uint8_t> payload;
+  tseal::ByteWriter w(payload);
+  w.varint(nstrings);
+  payload.insert(payload.end(), strings_body.begin(), strings_body.end());
+  w.varint(nstacks);
+  payload.insert(payload.end(), stacks_body.begin(), stacks_body.end());
+  tseal::append_chunk(out, Chunk::PyStacks, payload);
+}
+
 void append_events(std::vector<uint8_t> &out, const Sealed &c) {
   std::vector<uint8_t> payload;
   payload.reserve(c.bytes.size() + 24);
@@ -231,6 +276,7 @@ void pass() {
   tseal::append_chunk(out, Chunk::Pass, pass_payload);
   append_modules_if_changed(out);
   append_new_stacks(out);
+  append_new_python_stacks(out);
   for (const Sealed &c : chunks) append_events(out, c);
   write_all(out);
 }
@@ -353,18 +399,25 @@ void append(const Event &e) {
   State &s = S();
   if (!s.thread_running) return;
   ThreadBuf *b = my_buf();
-  Guard g(b->lock);
-  if (!b->count) {
-    b->base_time = e.time_ns;
-    b->st.reset(e.time_ns);
+  bool full;
+  {
+    Guard g(b->lock);
+    if (!b->count) {
+      b->base_time = e.time_ns;
+      b->st.reset(e.time_ns);
+    }
+    tseal::ByteWriter w(b->bytes);
+    tseal::encode_event(w, b->st, e);
+    ++b->count;
+    full = b->bytes.size() >= kSealBytes;
   }
-  tseal::ByteWriter w(b->bytes);
-  tseal::encode_event(w, b->st, e);
-  ++b->count;
-  if (b->bytes.size() >= kSealBytes) {
-    Sealed c = seal(*b);
+  if (full) {
+    // Same lock order as pass() (registry, then buffer), and the seal and the
+    // push happen under both, so a pass can never see this thread's later
+    // events before this earlier chunk.
     Guard rg(s.registry_lock);
-    s.sealed.push_back(std::move(c));
+    Guard g(b->lock);
+    if (b->bytes.size() >= kSealBytes) s.sealed.push_back(seal(*b));
   }
 }
 
@@ -435,6 +488,8 @@ void reset_after_fork() {
     s.bufs.push_back(t_buf);
   }
   for (auto &c : s.stack_cursor) c = 0;
+  s.py_cursor = 0;
+  s.py_strings.clear();
   s.modules_adds = s.modules_subs = ~0ull;
   s.events_written = 0;
 }

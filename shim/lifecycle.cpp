@@ -12,6 +12,7 @@
 
 #include "counters.h"
 #include "history_writer.h"
+#include "python_frames.h"
 #include "signals.h"
 #ifdef TORCHSEAL_HAVE_CUPTI_BACKEND
 #include "cupti_backend.h"
@@ -40,6 +41,7 @@ std::atomic<bool> g_recorded_here{false};
 
 void after_fork_child() {
   recorder().reset_after_fork();
+  py::reset_after_fork();
   history::reset_after_fork();
   g_recorded_here.store(false, std::memory_order_relaxed);
   report_files_after_fork();
@@ -83,6 +85,7 @@ void initialise() {
   }
   log::set_level(cfg->log_level);
   g_config = cfg;
+  py::init(cfg->python);
   recorder().stack_depth = cfg->stack_depth;
   const char *unwinder = unwinder_init();
   report_files_init(*cfg);

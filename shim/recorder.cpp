@@ -6,6 +6,7 @@
 
 #include "counters.h"
 #include "history_writer.h"
+#include "python_frames.h"
 #include "unwinder.h"
 
 namespace torchseal {
@@ -55,6 +56,7 @@ void Recorder::on_alloc(ApiId api, Family family, uint64_t addr, uint64_t size, 
   r.addr = addr;
   r.size = size;
   r.stack = capture();
+  r.pystack = py::capture();
   r.api = api;
   r.family = family;
   r.device = static_cast<int8_t>(device);
@@ -65,6 +67,7 @@ void Recorder::on_alloc(ApiId api, Family family, uint64_t addr, uint64_t size, 
   if (history::enabled()) {
     Event e = make_event(Op::Alloc, api, family, t0, addr, size);
     e.stack = r.stack;
+    e.pystack = r.pystack;
     e.stream = stream;
     e.device = static_cast<int16_t>(device);
     e.context = context;
@@ -85,9 +88,11 @@ FreeToken Recorder::on_free(ApiId api, Family family, uint64_t addr, uint64_t) {
     f.api = api;
     f.addr = addr;
     f.stack = capture();
+    f.pystack = py::capture();
     if (history::enabled()) {
       Event e = make_event(Op::InvalidFree, api, family, t0, addr, 0);
       e.stack = f.stack;
+      e.pystack = f.pystack;
       history::append(e);
     }
     Guard g(misc_lock_);
@@ -104,6 +109,7 @@ void Recorder::undo_free(const FreeToken &t) {
     // The free was already logged; the failed real free means it is live again.
     Event e = make_event(Op::Alloc, t.rec.api, t.rec.family, now_ns(), t.rec.addr, t.rec.size);
     e.stack = t.rec.stack;
+    e.pystack = t.rec.pystack;
     e.device = t.rec.device;
     e.context = t.rec.context;
     history::append(e);
@@ -121,10 +127,12 @@ void Recorder::on_oom(ApiId api, Family family, uint64_t size, int device) {
   o.requested = size;
   o.device = static_cast<int16_t>(device);
   o.stack = capture();
+  o.pystack = py::capture();
   o.live_bytes = counters().live_bytes();
   if (history::enabled()) {
     Event e = make_event(Op::OomFail, api, family, t0, 0, size);
     e.stack = o.stack;
+    e.pystack = o.pystack;
     e.device = static_cast<int16_t>(device);
     history::append(e);
   }
@@ -233,6 +241,7 @@ void Recorder::on_vmm_range(Op op, uint64_t addr, uint64_t size, uint64_t handle
 
 void Recorder::snapshot(AnalysisInput &in) {
   stacks_.export_all(in.stacks.native);
+  py::export_all(in.stacks.python);
   in.live.clear();
   for (LiveTable *t : {&live_, &vmm_})
     t->for_each([&](const LiveRecord &r) { in.live.push_back(to_live_alloc(r, DetectedAt::Exit)); });

@@ -4,10 +4,12 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstring>
 #include <ctime>
 #include <exception>
 #include <mutex>
+#include <new>
 #include <string>
 
 #include "lifecycle.h"
@@ -15,16 +17,35 @@
 #include "module_map.h"
 #include "output_path.h"
 #include "produce_report.h"
+#include "python_frames.h"
 #include "recorder.h"
+#include "torch_mode.h"
 
 namespace torchseal {
 namespace {
 
-std::mutex g_write_mutex;
-std::string g_template;
-ProcessInfo g_process;
-std::atomic<int> g_dump_seq{0};
-std::string g_prefix;  // resolved once per process, so dumps and exit agree
+// Never destroyed: the exit report runs from the shim's ELF destructor, and
+// when the shim is dlopen'ed (CUDA_INJECTION64_PATH) static objects of this
+// library are torn down before it.
+struct Globals {
+  std::mutex write_mutex;
+  std::string tmpl;
+  ProcessInfo process;
+  std::atomic<int> dump_seq{0};
+  std::string prefix;  // resolved once per process, so dumps and exit agree
+  std::atomic<bool> output_disabled{false};
+};
+Globals &G() {
+  alignas(Globals) static unsigned char storage[sizeof(Globals)];
+  static Globals *g = new (storage) Globals();
+  return *g;
+}
+#define g_write_mutex G().write_mutex
+#define g_template G().tmpl
+#define g_process G().process
+#define g_dump_seq G().dump_seq
+#define g_prefix G().prefix
+#define g_output_disabled G().output_disabled
 
 std::vector<std::string> read_cmdline() {
   std::vector<std::string> argv;
@@ -71,6 +92,7 @@ void report_files_after_fork() {
 
 void fill_process_info(ProcessInfo &p) {
   p = g_process;
+  p.python = py::version();
   p.pid = getpid();
   p.end_time = unix_now();
   p.backend = backend_name();
@@ -97,13 +119,17 @@ std::string output_prefix() {
   return prefix;
 }
 
+void disable_report_output() { g_output_disabled.store(true); }
+
 int64_t write_report(const char *trigger) {
   std::lock_guard<std::mutex> lock(g_write_mutex);
+  if (g_output_disabled.load()) return -1;
   try {
     AnalysisInput in;
     in.trigger = trigger;
     recorder().snapshot(in);
     fill_process_info(in.process);
+    in.torch_caching_allocator = torch_caching_allocator_in_use();
     in.modules = capture_module_map();
     std::string prefix = output_prefix(), error;
     if (prefix.empty()) return -1;
@@ -111,11 +137,13 @@ int64_t write_report(const char *trigger) {
 
     Report report;
     if (!produce_report(in, prefix, AnalysisOptions{}, &report, error)) {
+      int err = errno;
+      if (err == ENOSPC || err == EDQUOT || err == EROFS) g_output_disabled.store(true);
       log::error("%s", error.c_str());
       return -1;
     }
     const Summary &s = report.summary;
-    if (s.leaked_allocations)
+    if (s.leaked_allocations && strcmp(trigger, "exit") == 0)
       log::warn("%llu byte(s) leaked in %llu allocation(s); see %s.txt",
                 static_cast<unsigned long long>(s.leaked_bytes),
                 static_cast<unsigned long long>(s.leaked_allocations), prefix.c_str());

@@ -21,4 +21,8 @@ void report_files_after_fork();
 // Returns the number of leaked allocations, or -1 if nothing could be written.
 int64_t write_report(const char *trigger);
 
+// The disk is full or read-only: no further reports are attempted (the
+// one-line reason has already been printed).
+void disable_report_output();
+
 }  // namespace torchseal

@@ -60,6 +60,24 @@ struct InvalidFree {
   PyStackId pystack = 0;
 };
 
+// Live bytes per allocation site at one step boundary (DESIGN.md 7.2).
+// A site here is the raw (stack, pystack, api) triple; the analysis merges
+// triples that symbolize to the same source site.
+struct SiteSample {
+  StackId stack = 0;
+  PyStackId pystack = 0;
+  ApiId api = ApiId::Unknown;
+  Family family = Family::Device;
+  uint64_t bytes = 0;
+  uint64_t allocations = 0;
+};
+
+struct StepSample {
+  uint64_t step = 0;        // 1-based step number
+  uint64_t time_ns = 0;     // CLOCK_MONOTONIC at the boundary
+  std::vector<SiteSample> sites;  // only sites with live bytes > 0
+};
+
 struct ProcessInfo {
   int64_t pid = 0;
   std::vector<std::string> argv;
@@ -83,6 +101,7 @@ struct AnalysisInput {
   uint64_t events = 0;                     // alloc + free events incl. OOMs and invalid frees
   double seconds_in_torchseal = 0;
   bool torch_caching_allocator = false;    // live memory at exit is cached, not leaked
+  std::vector<StepSample> steps;           // one per step boundary, oldest first
 };
 
 }  // namespace torchseal

@@ -37,7 +37,7 @@ class Reader {
       case Chunk::Process: return process(r);
       case Chunk::Modules: return modules(r);
       case Chunk::Stacks: return stacks(r);
-      case Chunk::PyStacks: return true;  // Python stacks: read by a later format revision
+      case Chunk::PyStacks: return pystacks(r);
       case Chunk::Events: return events(r);
       case Chunk::Pass: flush_pass(); return true;
       case Chunk::Symbols: return symbols(r);
@@ -99,6 +99,36 @@ class Reader {
       }
       if (!r.ok()) return false;
       sink_.on_stack(id, std::move(ips));
+    }
+    return r.ok();
+  }
+
+  bool pystacks(ByteReader &r) {
+    uint64_t ns = r.varint();
+    for (uint64_t i = 0; i < ns && r.ok(); ++i) {
+      uint64_t id = r.varint();
+      std::string str = r.str();
+      if (!r.ok() || id == 0 || id > (1u << 24)) return false;
+      if (py_strings_.size() <= id) py_strings_.resize(id + 1);
+      py_strings_[id] = std::move(str);
+    }
+    uint64_t nk = r.varint();
+    for (uint64_t i = 0; i < nk && r.ok(); ++i) {
+      auto id = static_cast<PyStackId>(r.varint());
+      uint64_t n = r.varint();
+      if (n > 4096) return false;
+      std::vector<PyFrame> frames;
+      for (uint64_t k = 0; k < n && r.ok(); ++k) {
+        uint64_t fn = r.varint(), file = r.varint();
+        PyFrame f;
+        f.line = static_cast<int>(r.varint());
+        if (fn >= py_strings_.size() || file >= py_strings_.size()) return false;
+        f.function = py_strings_[fn];
+        f.file = py_strings_[file];
+        frames.push_back(std::move(f));
+      }
+      if (!r.ok()) return false;
+      sink_.on_pystack(id, std::move(frames));
     }
     return r.ok();
   }
@@ -167,6 +197,7 @@ class Reader {
   std::vector<std::string> &warnings_;
   const std::string &path_;
   std::vector<PendingEvent> pending_;
+  std::vector<std::string> py_strings_;  // id -> string, for PyStacks chunks
   uint64_t seq_ = 0;
   uint64_t events_ = 0;
   bool clean_ = false;
@@ -297,6 +328,11 @@ class ReplaySink : public HistorySink {
   }
   void on_symbol(uint64_t ip, std::vector<NativeFrame> &&frames) override {
     symbols_[ip] = std::move(frames);
+  }
+  void on_pystack(PyStackId id, std::vector<PyFrame> &&frames) override {
+    if (id >= (1u << 28)) return;
+    if (in_.stacks.python.size() <= id) in_.stacks.python.resize(id + 1);
+    in_.stacks.python[id] = std::move(frames);
   }
   void on_event(const Event &e) override {
     last_time_ = e.time_ns;

@@ -22,6 +22,7 @@ class HistorySink {
   virtual void on_process(const ProcessInfo &, double /*clock_base*/) {}
   virtual void on_modules(const std::vector<Module> &) {}
   virtual void on_stack(StackId, std::vector<uint64_t> &&) {}
+  virtual void on_pystack(PyStackId, std::vector<PyFrame> &&) {}
   virtual void on_symbol(uint64_t /*ip*/, std::vector<NativeFrame> &&) {}
   // Events arrive in time order across all threads.
   virtual void on_event(const Event &) {}

@@ -43,15 +43,30 @@ std::vector<NativeFrame> trim_frames(std::vector<NativeFrame> frames) {
   size_t i = 0;
   while (i < frames.size() && is_internal_module(frames[i].module)) ++i;
   if (i == frames.size()) return frames;
+  // Work per physical frame: the inlined levels of one return address share
+  // its `address`. A static runtime's API function can inline helpers (a
+  // lambda, a template) whose own names say nothing; if any level of the
+  // physical frame is a CUDA API function, the whole frame is the runtime's.
+  auto group_end = [&](size_t k) {
+    size_t e = k + 1;
+    while (e < frames.size() && frames[e].address == frames[k].address) ++e;
+    return e;
+  };
   // A statically linked runtime's helpers may have no symbol at all; a
   // nameless frame is skipped only when a CUDA API frame follows it, i.e.
   // when it is evidently inside the runtime rather than user code without
   // symbols.
   size_t j = i, cut = i;
-  while (j < frames.size() &&
-         (frames[j].function.empty() || is_cuda_api_function(frames[j].function))) {
-    if (!frames[j].function.empty()) cut = j + 1;
-    ++j;
+  while (j < frames.size()) {
+    size_t e = group_end(j);
+    bool nameless = true, api = false;
+    for (size_t k = j; k < e; ++k) {
+      if (!frames[k].function.empty()) nameless = false;
+      if (is_cuda_api_function(frames[k].function)) api = true;
+    }
+    if (!nameless && !api) break;
+    if (api) cut = e;
+    j = e;
   }
   if (cut == frames.size()) cut = i;
   frames.erase(frames.begin(), frames.begin() + static_cast<std::ptrdiff_t>(cut));

@@ -212,7 +212,7 @@ struct Symbolizer::Dwarf {
     // origin's scopes, so take only the innermost DIE from it and walk the
     // physical nesting (inlined_subroutine -> ... -> subprogram) instead.
     Dwarf_Die *chain = nullptr;
-    int m = (function_scope >= 0 && expand_inlined) ? dwarf_getscopes_die(&scopes[0], &chain) : 0;
+    int m = function_scope >= 0 ? dwarf_getscopes_die(&scopes[0], &chain) : 0;
     if (f.function.empty()) {
       for (int i = 0; i < n; ++i) {
         if (dwarf_tag(&scopes[i]) == DW_TAG_subprogram) {
@@ -244,6 +244,9 @@ struct Symbolizer::Dwarf {
     f.file = file;
     f.line = line;
     out.push_back(std::move(f));
+    // One frame per address: the innermost, so its function and line still
+    // belong together (the line is inside the inlined callee).
+    if (!expand_inlined) out.resize(1);
     return out;
   }
 };

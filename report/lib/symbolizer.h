@@ -21,7 +21,9 @@ namespace torchseal {
 
 struct SymbolizerOptions {
   bool use_libdw = true;       // false: force the ELF symbol-table fallback (tests, --no-debuginfo)
-  bool expand_inlined = true;  // one frame per inlined call level, innermost first
+  // true: one frame per inlined call level, innermost first. false: only the
+  // innermost level (function and line of the inlined callee).
+  bool expand_inlined = true;
 };
 
 class Symbolizer {

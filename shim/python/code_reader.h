@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <bit>
 #include <string>
 
 #include "shard_lock.h"  // mix64
@@ -22,14 +23,17 @@ constexpr size_t kMaxFileBytes = 4096;
 // object dies: the pointers to its name, qualname, filename and line table,
 // its first line and its size. Read while the frame is on the stack (so the
 // object is alive) and folded into one hash.
+// Hot path (every frame of every event): plain xor/rotate/multiply-add, no
+// full mixing; callers mix once per frame when they hash.
 inline uint64_t code_fingerprint(const Layout &l, uintptr_t code) {
-  uint64_t h = mix64(code ^ 0x5bd1e995ULL);
-  h = mix64(h ^ rd_ptr(code + l.co_filename));
-  h = mix64(h ^ rd_ptr(code + l.co_name));
-  if (l.co_qualname != kAbsent) h = mix64(h ^ rd_ptr(code + static_cast<uint32_t>(l.co_qualname)));
-  h = mix64(h ^ rd_ptr(code + l.co_linetable));
-  h = mix64(h ^ static_cast<uint32_t>(rd<int32_t>(code + l.co_firstlineno)));
-  h = mix64(h ^ rd<uint64_t>(code + l.co_identity_word));
+  uint64_t h = code;
+  h ^= std::rotl(static_cast<uint64_t>(rd_ptr(code + l.co_filename)), 13);
+  h ^= std::rotl(static_cast<uint64_t>(rd_ptr(code + l.co_name)), 29);
+  if (l.co_qualname != kAbsent)
+    h ^= std::rotl(static_cast<uint64_t>(rd_ptr(code + static_cast<uint32_t>(l.co_qualname))), 37);
+  h ^= std::rotl(static_cast<uint64_t>(rd_ptr(code + l.co_linetable)), 51);
+  h += static_cast<uint64_t>(static_cast<uint32_t>(rd<int32_t>(code + l.co_firstlineno))) * 0x9e3779b97f4a7c15ULL;
+  h += rd<uint64_t>(code + l.co_identity_word) * 0xc2b2ae3d27d4eb4fULL;
   return h;
 }
 

@@ -67,3 +67,13 @@ TEST_CASE("signal names and numbers") {
   CHECK_FALSE(parse_signal("9", s));
   CHECK_FALSE(parse_signal("SIGSEGV", s));
 }
+
+#include "torch_mode.h"
+
+TEST_CASE("tensors mode merges the async backend into the allocator config") {
+  CHECK(with_async_backend("") == "backend:cudaMallocAsync");
+  CHECK(with_async_backend("expandable_segments:True") ==
+        "expandable_segments:True,backend:cudaMallocAsync");
+  CHECK(with_async_backend("backend:native,max_split_size_mb:128") ==
+        "max_split_size_mb:128,backend:cudaMallocAsync");
+}

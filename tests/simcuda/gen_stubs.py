@@ -52,7 +52,27 @@ def variant_name(base, k):
     return base if k == 1 else '%s_v%d' % (base, k)
 
 
-def proc_table(typedef_headers, exports):
+def header_defaults(path):
+    """base -> default variant number per cuda.h: `#define cuX cuX_v2`
+    (possibly wrapped in __CUDA_API_PTDS/PTSZ) makes 2, a plain declaration 1.
+    Newer variants the header does not select (cuCtxSynchronize_v2 in 13.0)
+    are not handed out for the base name."""
+    if not path or not os.path.exists(path):
+        return {}
+    text = open(path, encoding='utf-8', errors='replace').read()
+    out = {}
+    for m in re.finditer(r'CUresult\s+CUDAAPI\s+(cu\w+)\s*\(', text):
+        out.setdefault(m.group(1), 1)
+    for m in re.finditer(r'#define\s+(cu\w+)\s+(?:__CUDA_API_PT(?:DS|SZ)\()?(cu\w+?)\)?\s*$',
+                         text, re.M):
+        base, target = m.group(1), m.group(2)
+        v = re.fullmatch(re.escape(base) + r'_v(\d+)', target)
+        if v:
+            out[base] = int(v.group(1))
+    return out
+
+
+def proc_table(typedef_headers, exports, defaults):
     """Rows (base, version, pt, symbol) for cuGetProcAddress."""
     pat = re.compile(r'\(\s*CUDAAPI\s*\*\s*PFN_(cu\w+?)_v(\d+)(_ptds|_ptsz)?\s*\)')
     default, pt = {}, {}
@@ -82,6 +102,8 @@ def proc_table(typedef_headers, exports):
             k = i + 1 + shift
             if k >= 1:
                 ver_of[k] = v
+        if base in defaults:
+            ver_of = {k: v for k, v in ver_of.items() if k <= defaults[base]}
         for k, v in ver_of.items():
             name = variant_name(base, k)
             if name in exports:
@@ -120,6 +142,7 @@ def main():
     ap.add_argument('--node', default='')
     ap.add_argument('--error', required=True, type=int)
     ap.add_argument('--typedefs', action='append', default=[])
+    ap.add_argument('--header', default='')
     ap.add_argument('--out-c', required=True)
     ap.add_argument('--out-map', required=True)
     args = ap.parse_args()
@@ -152,7 +175,7 @@ def main():
         out.append('int %s(void) { return simcuda_stub_hit(%d, "%s"); }'
                    % (name, i, name))
     if args.typedefs:
-        rows = proc_table(args.typedefs, set(exports))
+        rows = proc_table(args.typedefs, set(exports), header_defaults(args.header))
         out.append('')
         for name in sorted({r[3] for r in rows} - set(stubs)):
             out.append('int %s(void);' % name)

@@ -19,9 +19,15 @@ namespace e2e {
 __attribute__((noinline)) std::vector<uint64_t> capture() {
   void *buf[64];
   int n = backtrace(buf, 64);
+  // Start at our caller, as the shim starts past its own frames. Where that
+  // is in the buffer depends on the unwinder (sanitizers intercept
+  // backtrace), so find it rather than assume an index.
+  void *caller = __builtin_return_address(0);
+  int first = 0;
+  while (first < n && buf[first] != caller) ++first;
+  if (first == n) first = 0;
   std::vector<uint64_t> out;
-  // Skip capture() itself, as the shim skips its own frames.
-  for (int i = 1; i < n; ++i) out.push_back(reinterpret_cast<uint64_t>(buf[i]));
+  for (int i = first; i < n; ++i) out.push_back(reinterpret_cast<uint64_t>(buf[i]));
   return out;
 }
 

@@ -164,3 +164,30 @@ TEST_CASE("read_report_file names the file in its errors", "[json]") {
   CHECK_FALSE(read_report_file("/", r, error));
   CHECK(error == "/: not a regular file");
 }
+
+TEST_CASE("damaged reports never crash the reader", "[json]") {
+  const std::string full = report_to_json(sample_report());
+  Report r;
+  std::string error;
+  // Every truncation point, and a deterministic spray of byte edits.
+  for (size_t n = 0; n + 1 < full.size(); ++n) {  // the last byte is the trailing newline
+    error.clear();
+    CHECK_FALSE(report_from_json(std::string_view(full).substr(0, n), r, error));
+    CHECK_FALSE(error.empty());
+  }
+  uint32_t seed = 12345;
+  auto next = [&seed] { return seed = seed * 1103515245u + 12345u; };
+  const char edits[] = {'"', '{', '}', '[', ']', ',', ':', '-', '0', 'x', '\\', '\0', '9', 'n'};
+  size_t accepted = 0;
+  for (int i = 0; i < 3000; ++i) {
+    std::string s = full;
+    for (int k = 0; k < 3; ++k) s[next() % s.size()] = edits[next() % sizeof edits];
+    error.clear();
+    if (report_from_json(s, r, error)) {
+      ++accepted;  // an edit inside a string value can leave a valid report
+    } else {
+      CHECK(error.find('\n') == std::string::npos);
+    }
+  }
+  CHECK(accepted < 3000);
+}

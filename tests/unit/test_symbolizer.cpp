@@ -34,6 +34,17 @@ __attribute__((always_inline)) inline uint64_t inlined_helper(int *line) {
   return return_address();
 }
 
+__attribute__((always_inline)) inline uint64_t inlined_outer(int *helper_line, int *mid_line) {
+  *mid_line = __LINE__ + 1;
+  return inlined_helper(helper_line);
+}
+
+__attribute__((noinline)) uint64_t calls_nested(int *helper_line, int *mid_line, int *call_line) {
+  *call_line = __LINE__ + 1;
+  uint64_t ip = inlined_outer(helper_line, mid_line);
+  return ip;
+}
+
 __attribute__((noinline)) uint64_t calls_inlined(int *helper_line, int *call_line) {
   *call_line = __LINE__ + 1;
   uint64_t ip = inlined_helper(helper_line);
@@ -100,6 +111,29 @@ TEST_CASE("inlined calls expand into source-level frames", "[symbolizer]") {
   CHECK(ends_with(frames[1].file, "test_symbolizer.cpp"));
 }
 
+TEST_CASE("nested inlining follows the physical call chain, not the abstract origin",
+          "[symbolizer]") {
+  int helper_line = 0, mid_line = 0, call_line = 0;
+  uint64_t ip = symtest::calls_nested(&helper_line, &mid_line, &call_line);
+  Symbolizer sym(capture_module_map());
+  const auto &frames = sym.symbolize(ip);
+  REQUIRE(frames.size() == 3);
+  CHECK(frames[0].function == "symtest::inlined_helper(int*)");
+  CHECK(frames[0].line == helper_line);
+  CHECK(frames[1].function == "symtest::inlined_outer(int*, int*)");
+  CHECK(frames[1].line == mid_line);
+  CHECK(frames[2].function == "symtest::calls_nested(int*, int*, int*)");
+  CHECK(frames[2].line == call_line);
+
+  SymbolizerOptions flat;
+  flat.expand_inlined = false;
+  Symbolizer flat_sym(capture_module_map(), flat);
+  const auto &one = flat_sym.symbolize(ip);
+  REQUIRE(one.size() == 1);
+  CHECK(one[0].function == "symtest::inlined_helper(int*)");
+  CHECK(one[0].line == helper_line);
+}
+
 TEST_CASE("two calls on one line are one leak site", "[symbolizer][analysis]") {
   uint64_t a = 0, b = 0;
   int line = 0;
@@ -162,6 +196,8 @@ TEST_CASE("offline: a module map of files that are gone degrades to addresses", 
 TEST_CASE("demangle", "[symbolizer]") {
   CHECK(demangle("_ZN7symtest12known_callerEPi") == "symtest::known_caller(int*)");
   CHECK(demangle("main") == "main");
+  CHECK(demangle("__libc_start_main@@GLIBC_2.34") == "__libc_start_main");
+  CHECK(demangle("_ZN7symtest12known_callerEPi@VERS_1") == "symtest::known_caller(int*)");
   CHECK(demangle("_Znot_valid") == "_Znot_valid");
 }
 

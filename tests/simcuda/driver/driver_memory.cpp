@@ -2,6 +2,8 @@
 // queries over them (address ranges, pointer attributes, free memory).
 #include <sys/mman.h>
 
+#include <algorithm>
+
 #include "driver_internal.h"
 
 namespace simcuda {

@@ -7,6 +7,8 @@
 //              reused best-fit).
 // Freed chunks stay cached until a synchronisation (stream, event, context)
 // trims the pool down to its release threshold, or cuMemPoolTrimTo.
+#include <algorithm>
+
 #include "driver_internal.h"
 
 namespace simcuda {

@@ -1,6 +1,8 @@
 // Streams and events. Work completes when it is issued, so streams are
 // always idle and events complete at record time; what remains observable is
 // handle validity, flags, priorities and event timing.
+#include <algorithm>
+
 #include "driver_internal.h"
 
 namespace simcuda {

@@ -1,6 +1,7 @@
 // Module registration and kernel launch. Kernels are recorded, never run:
 // registration keeps no per-kernel state (PyTorch registers thousands at
 // import), and launches only count and check their stream argument shape.
+#include <algorithm>
 #include <atomic>
 
 #include "runtime_internal.h"

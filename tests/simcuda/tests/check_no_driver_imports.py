@@ -9,8 +9,8 @@ bad = []
 for path in sys.argv[1:]:
     args = ['nm', '--undefined-only'] + (['-D'] if '.so' in path else []) + [path]
     out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
-    bad += ['%s: %s' % (path, l.split()[-1]) for l in out.splitlines()
-            if re.match(r'cu[A-Z]', l.split()[-1])]
+    syms = [l.split()[-1] for l in out.splitlines() if len(l.split()) >= 2]
+    bad += ['%s: %s' % (path, s) for s in syms if re.match(r'cu[A-Z]', s)]
 if bad:
     print('\n'.join(bad))
     sys.exit(1)

@@ -297,3 +297,29 @@ TEST_CASE("8 threads allocate and free concurrently", "[threads]")
     REQUIRE(cudaMemGetInfo(&free1, &total) == cudaSuccess);
     CHECK(free1 == free0);
 }
+
+TEST_CASE("the current device is per thread", "[.devices]")
+{
+    int n = 0;
+    REQUIRE(cudaGetDeviceCount(&n) == cudaSuccess);
+    REQUIRE(n == 3);
+    REQUIRE(cudaSetDevice(0) == cudaSuccess);
+    std::thread([] {
+        REQUIRE(cudaSetDevice(2) == cudaSuccess);
+        void *p;
+        REQUIRE(cudaMalloc(&p, 4096) == cudaSuccess);
+        cudaPointerAttributes a;
+        REQUIRE(cudaPointerGetAttributes(&a, p) == cudaSuccess);
+        CHECK(a.device == 2);
+        CHECK(cudaFree(p) == cudaSuccess);
+    }).join();
+    int dev = -1;
+    REQUIRE(cudaGetDevice(&dev) == cudaSuccess);
+    CHECK(dev == 0);
+    void *p;
+    REQUIRE(cudaMalloc(&p, 4096) == cudaSuccess);
+    cudaPointerAttributes a;
+    REQUIRE(cudaPointerGetAttributes(&a, p) == cudaSuccess);
+    CHECK(a.device == 0);
+    CHECK(cudaFree(p) == cudaSuccess);
+}

@@ -1,0 +1,69 @@
+#!/bin/sh
+# Builds the libFuzzer targets with clang (-fsanitize=fuzzer,address,undefined)
+# into build-fuzz/ and runs each for a bounded time.
+#
+#   tests/fuzz/run.sh [SECONDS_PER_TARGET (default 20)] [TARGET...]
+#
+# Targets: history_reader, output_template, report_json. (The suppressions
+# parser does not exist yet; add fuzz_suppressions.cpp when it does.)
+# New inputs found are added to tests/fuzz/corpus/<target>/ only when
+# FUZZ_MERGE=1; crashes are written to build-fuzz/crash-<target>-*: copy one
+# into the corpus once fixed and the meson 'fuzz' suite replays it forever.
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+out=${FUZZ_BUILD:-$root/build-fuzz}
+secs=${1:-20}
+[ $# -gt 0 ] && shift
+targets=${*:-"history_reader output_template report_json"}
+cxx=${CLANGXX:-clang++}
+cuda_inc=${CUDA_INCLUDE:-/usr/local/cuda/include}
+command -v "$cxx" >/dev/null || { echo "run.sh: $cxx not found (apt-get install clang)"; exit 77; }
+mkdir -p "$out/obj"
+
+flags="-std=c++20 -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined"
+inc="-I$root/report -I$root/report/lib -I$root/shim -isystem $cuda_inc"
+
+# Small compile lists: each target gets only what it calls.
+report_srcs="model/event.cpp format/event_codec.cpp format/tseal_format.cpp lib/history_reader.cpp
+  lib/module_map.cpp lib/report_json.cpp lib/analysis.cpp lib/site.cpp lib/symbolizer.cpp
+  lib/elf_symtab.cpp"
+objs=""
+for s in $report_srcs; do
+  o="$out/obj/$(echo "$s" | tr / _).o"
+  if [ ! -f "$o" ] || [ "$root/report/$s" -nt "$o" ]; then
+    $cxx $flags -fsanitize=fuzzer-no-link -DTORCHSEAL_HAVE_LIBDW=0 $inc -c "$root/report/$s" -o "$o"
+  fi
+  objs="$objs $o"
+done
+shim_objs=""
+for s in output_path.cpp config.cpp log.cpp; do
+  o="$out/obj/shim_$s.o"
+  if [ ! -f "$o" ] || [ "$root/shim/$s" -nt "$o" ]; then
+    $cxx $flags -fsanitize=fuzzer-no-link $inc -c "$root/shim/$s" -o "$o"
+  fi
+  shim_objs="$shim_objs $o"
+done
+
+status=0
+for t in $targets; do
+  case $t in
+    output_template) link="$shim_objs" ;;
+    *) link="$objs" ;;
+  esac
+  $cxx $flags -fsanitize=fuzzer $inc "$here/fuzz_$t.cpp" $link -ldl -o "$out/fuzz_$t"
+  work="$out/corpus-$t"
+  mkdir -p "$work"
+  echo "== fuzz_$t: ${secs}s"
+  log="$out/fuzz_$t.log"
+  if ! (cd "$out" && ASAN_OPTIONS=detect_leaks=1 ./"fuzz_$t" -max_total_time="$secs" \
+          -timeout=10 -rss_limit_mb=2048 -max_len=262144 -print_final_stats=1 \
+          -artifact_prefix="$out/crash-$t-" "$work" "$here/corpus/$t" >"$log" 2>&1); then
+    echo "   CRASH or error: see $log"; tail -30 "$log"; status=1
+  fi
+  grep -E "stat::number_of_executed_units|stat::peak_rss_mb|^Done" "$log" | sed 's/^/   /' || true
+  if [ "${FUZZ_MERGE:-0}" = 1 ]; then
+    "$out/fuzz_$t" -merge=1 "$here/corpus/$t" "$work" >/dev/null 2>&1 || true
+  fi
+done
+exit $status

@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""End to end: a real program under the shim writes P.json and P.tseal.
+
+    history_e2e.py SHIM SIMCUDA_DIR CLI PROGRAM
+
+1. `torchseal report P.tseal --format json` gives the same leak set as P.json
+   (same sites, bytes, allocations, kinds, APIs, frames[0]) and the same
+   summary counts: one event model, one analysis.
+2. The file cut at random points reports without crashing and warns
+   "truncated".
+3. A foreign file is rejected with a one-line error and exit status 2.
+"""
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+
+
+def leak_key(report):
+    return sorted(
+        (l["bytes"], l["allocations"], l["kind"], l["api"], l["detected_at"],
+         l["frames"][0]["function"], l["frames"][0]["file"], l["frames"][0]["line"])
+        for l in report["leaks"])
+
+
+def main():
+    shim, simcuda, cli, program = sys.argv[1:5]
+    failures = []
+    with tempfile.TemporaryDirectory() as tmp:
+        prefix = os.path.join(tmp, "p")
+        env = dict(os.environ, LD_PRELOAD=shim, LD_LIBRARY_PATH=simcuda,
+                   TORCHSEAL_OUTPUT=prefix)
+        subprocess.run([program], env=env, check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, timeout=300)
+        with open(prefix + ".json") as f:
+            direct = json.load(f)
+        out = subprocess.run([cli, "report", prefix + ".tseal", "--format", "json"],
+                             capture_output=True, text=True, timeout=300)
+        if out.returncode != 0:
+            print(out.stderr)
+            return 1
+        replayed = json.loads(out.stdout)
+        if leak_key(direct) != leak_key(replayed):
+            failures.append(f"leak sets differ:\n  P.json  {leak_key(direct)}\n  P.tseal {leak_key(replayed)}")
+        for k in ("leaked_bytes", "leaked_allocations", "leak_sites", "events", "peak_bytes"):
+            if direct["summary"][k] != replayed["summary"][k]:
+                failures.append(f"summary.{k}: P.json {direct['summary'][k]} != P.tseal {replayed['summary'][k]}")
+        if len(direct["ooms"]) != len(replayed["ooms"]):
+            failures.append("OOM count differs")
+        if len(direct["invalid_frees"]) != len(replayed["invalid_frees"]):
+            failures.append("invalid-free count differs")
+
+        data = open(prefix + ".tseal", "rb").read()
+        rng = random.Random(1234)
+        for trial in range(25):
+            cut = rng.randrange(16, len(data))
+            path = os.path.join(tmp, f"cut{trial}.tseal")
+            with open(path, "wb") as f:
+                f.write(data[:cut])
+            r = subprocess.run([cli, "report", path], capture_output=True, text=True, timeout=120)
+            if r.returncode != 0 or "truncated" not in r.stderr or "SUMMARY: torchseal:" not in r.stdout:
+                failures.append(f"cut at {cut}/{len(data)}: exit {r.returncode}, stderr {r.stderr.strip()!r}")
+
+        foreign = os.path.join(tmp, "foreign.tseal")
+        with open(foreign, "wb") as f:
+            f.write(b"#!/bin/sh\necho not a history file\n")
+        r = subprocess.run([cli, "report", foreign], capture_output=True, text=True, timeout=60)
+        lines = r.stderr.strip().splitlines()
+        if r.returncode != 2 or len(lines) != 1 or "torchseal: error:" not in lines[0]:
+            failures.append(f"foreign file: exit {r.returncode}, stderr {r.stderr!r}")
+
+    for f in failures:
+        print("FAIL:", f)
+    if not failures:
+        print("PASS: history replay matches the in-process report; 25 truncations read; foreign file rejected")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
