@@ -16,7 +16,7 @@ namespace torchseal {
 // in particular) starts that process's own history file. HookScope calls it
 // for the hooks; CUPTI callbacks never construct a HookScope. Weak and hidden
 // so this backend still links against a shim that lacks it.
-[[gnu::weak, gnu::visibility("hidden")]] void note_first_record();
+
 }  // namespace torchseal
 
 namespace torchseal::cupti {
@@ -62,7 +62,7 @@ std::atomic<bool> g_noted{false};
 void mark_recorded() {
   if (g_noted.load(std::memory_order_relaxed)) return;
   g_noted.store(true, std::memory_order_relaxed);
-  if (&note_first_record) note_first_record();
+  note_first_record();
 }
 
 bool roles_match(Role runtime, Role driver) {
@@ -104,13 +104,14 @@ void on_alloc_exit(ApiId drv, const CUpti_CallbackData *cb, CUresult rc) {
   ApiId api = user_api(drv);
   Family fam = family_of(api, drv);
   int dev = a.device >= 0 ? a.device : device_of_context(cb->context);
+  if (rc == CUDA_SUCCESS && !a.addr) return;
+  // Before recording: a forked child's history file must exist for its first event.
+  mark_recorded();
   if (rc == CUDA_SUCCESS) {
-    if (!a.addr) return;
     recorder().on_alloc(api, fam, a.addr, a.size, dev, a.stream, context_id_of(cb->context));
   } else {
     recorder().on_oom(api, fam, a.size, dev);
   }
-  mark_recorded();
 }
 
 void on_free_enter(ApiId drv, const CUpti_CallbackData *cb) {
@@ -120,8 +121,8 @@ void on_free_enter(ApiId drv, const CUpti_CallbackData *cb) {
   if (!a.addr) return;  // free(NULL) is a no-op, not an event
   if (!ensure_active()) return;
   ApiId api = user_api(drv);
-  FreeToken tok = recorder().on_free(api, family_of(api, drv), a.addr, a.stream);
   mark_recorded();
+  FreeToken tok = recorder().on_free(api, family_of(api, drv), a.addr, a.stream);
   if (!tok.known || !cb->correlationData || t_free_depth >= kFreeSlots) return;
   t_free[t_free_depth] = tok;
   *cb->correlationData = kSlotTag | static_cast<uint64_t>(t_free_depth + 1);

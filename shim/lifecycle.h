@@ -21,6 +21,10 @@ bool is_active();
 const Config &config();
 const char *backend_name();
 
+// The first recorded event of this process (a forked child's own first
+// CUDA call): starts its history file. Backends call it before recording.
+void note_first_record();
+
 // Marks the calling thread as torchseal's own (writer, watcher): hooked calls
 // made on it are never recorded.
 void mark_thread_internal();

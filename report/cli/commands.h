@@ -2,23 +2,38 @@
 // given CLI11 app and returns the callback-run state it fills in.
 #pragma once
 
+#include <cstdint>
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
+
+#include "report_model.h"
 
 namespace torchseal::cli {
 
 // Exit statuses of the CLI itself (a command run by `torchseal run` keeps
 // its own: that path execs).
 inline constexpr int kExitOk = 0;
+inline constexpr int kExitLimitExceeded = 1;  // `check`: a report broke a limit
 inline constexpr int kExitUnusable = 2;  // bad usage or unusable input
 
 // Prints "torchseal: error: MSG" on stderr (one line).
 void print_error(const std::string &msg);
 
+// The CI gate's policy flags, shared by `check` and `run --fail-on-leak`.
+struct GateFlags {
+  int64_t max_leaked_bytes = -1;             // -1: unset (0)
+  double max_growth_bytes_per_step = -1;     // -1: unset (0)
+  std::string suppressions, baseline, junit;
+};
+void add_gate_flags(CLI::App &cmd, GateFlags &flags, bool with_suppressions);
+
 struct RunOptions {
   std::string output, backend, log, python, torch, suppressions;
+  bool fail_on_leak = false;
+  GateFlags gate;
   int exit_code = -1;
   int stack_depth = -1;
   std::vector<std::string> command;
@@ -29,8 +44,58 @@ int run_command(const RunOptions &opts);  // returns only on failure
 struct ReportOptions {
   std::string file;
   std::string format = "text";
+  std::string suppressions;
 };
 CLI::App *add_report_command(CLI::App &app, ReportOptions &opts);
 int report_command(const ReportOptions &opts);
+
+struct ExportOptions {
+  std::string file, memory_viz, perfetto;
+  int device = -1;                     // -1 = all devices
+  double since = -1, until = -1;       // -1 = unset; seconds from start, or unix seconds
+  uint64_t max_entries = 0;            // 0 = all
+  uint64_t min_slice_bytes = 1u << 20;
+};
+CLI::App *add_export_command(CLI::App &app, ExportOptions &opts);
+int export_command(const ExportOptions &opts);
+
+struct CheckOptions {
+  std::vector<std::string> reports;
+  GateFlags gate;
+};
+CLI::App *add_check_command(CLI::App &app, CheckOptions &opts);
+int check_command(const CheckOptions &opts);
+// The gate itself, for `check` and `run --fail-on-leak`: 0, 1 or 2.
+int check_reports(const std::vector<std::string> &paths, const GateFlags &flags);
+
+struct BaselineOptions {
+  std::vector<std::string> reports;
+  std::string output, suppressions;
+};
+CLI::App *add_baseline_command(CLI::App &app, BaselineOptions &opts);
+int baseline_command(const BaselineOptions &opts);
+
+struct DiffOptions {
+  std::string a, b, suppressions;
+  std::string format = "text";
+};
+CLI::App *add_diff_command(CLI::App &app, DiffOptions &opts);
+int diff_command(const DiffOptions &opts);
+
+struct MergeOptions {
+  std::vector<std::string> reports;
+  std::string output, suppressions;
+};
+CLI::App *add_merge_command(CLI::App &app, MergeOptions &opts);
+int merge_command(const MergeOptions &opts);
+
+// Loads each path (P.json, or P.tseal replayed) with the suppressions file
+// (may be empty) applied; prints warnings; on failure sets a one-line error.
+bool load_inputs(const std::vector<std::string> &paths, const std::string &suppressions,
+                 std::vector<Report> &out, std::string &error);
+
+// Writes `text` to `path` ("-" = stdout) atomically enough for CI: a
+// temporary file renamed into place. One-line error on failure.
+bool write_output(const std::string &path, const std::string &text, std::string &error);
 
 }  // namespace torchseal::cli

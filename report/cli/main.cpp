@@ -18,7 +18,8 @@ int main(int argc, char **argv) {
       "torchseal finds CUDA memory leaks: allocations still live at exit or at context\n"
       "teardown, with the native and Python stacks that made them.\n\n"
       "  torchseal run [OPTIONS] -- CMD...    run CMD with the detector preloaded\n"
-      "  torchseal report FILE               print the report stored in FILE",
+      "  torchseal report FILE               print the report stored in FILE\n"
+      "  torchseal export P.tseal ...        convert a history for memory_viz / Perfetto",
       "torchseal"};
   app.set_version_flag("--version", std::string(TORCHSEAL_VERSION));
   app.require_subcommand(1);
@@ -31,10 +32,13 @@ int main(int argc, char **argv) {
   ReportOptions report_opts;
   CLI::App *run = add_run_command(app, run_opts);
   CLI::App *report = add_report_command(app, report_opts);
+  ExportOptions export_opts;
+  CLI::App *export_cmd = add_export_command(app, export_opts);
 
   // CLI11 would call an unknown word a missing subcommand; say what it is.
   if (argc > 1 && argv[1][0] != '-' && std::string(argv[1]) != "run" &&
-      std::string(argv[1]) != "report") {
+      std::string(argv[1]) != "report" &&
+      std::string(argv[1]) != "export") {
     print_error(std::string("unknown command '") + argv[1] + "' (see torchseal --help)");
     return kExitUnusable;
   }
@@ -56,5 +60,6 @@ int main(int argc, char **argv) {
   }
   if (run->parsed()) return run_command(run_opts);
   if (report->parsed()) return report_command(report_opts);
+  if (export_cmd->parsed()) return export_command(export_opts);
   return kExitUnusable;
 }

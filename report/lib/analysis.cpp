@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "site.h"
+#include "suppressions.h"
 
 namespace torchseal {
 namespace {
@@ -135,7 +136,13 @@ Report analyze(const AnalysisInput &in, Symbolizer &symbolizer, const AnalysisOp
     entries[it->second].allocations += 1;
   }
   for (LeakEntry &e : entries) {
-    if (opts.is_suppressed && opts.is_suppressed(e.frames, e.python_frames)) {
+    if (opts.match_suppression) {
+      if (const std::string *pattern = opts.match_suppression(e.frames, e.python_frames)) {
+        r.summary.suppressed_bytes += e.bytes;
+        record_suppression_use(r, *pattern, e.bytes, e.allocations);
+        continue;
+      }
+    } else if (opts.is_suppressed && opts.is_suppressed(e.frames, e.python_frames)) {
       r.summary.suppressed_bytes += e.bytes;
       continue;
     }
@@ -170,6 +177,13 @@ Report analyze(const AnalysisInput &in, Symbolizer &symbolizer, const AnalysisOp
     const Site &s = sites.get(f.stack, f.pystack);
     if (!seen.emplace(s.id, static_cast<uint16_t>(f.api), f.addr).second) continue;
     r.invalid_frees.push_back({api_string(f.api), f.addr, s.frames, s.python_frames});
+  }
+  // ---- growth across training steps (DESIGN.md 7.2) ----
+  r.growth = detect_growth(in, symbolizer, opts.growth);
+  if (opts.is_suppressed) {
+    std::erase_if(r.growth, [&](const GrowthEntry &g) {
+      return opts.is_suppressed(g.frames, g.python_frames);
+    });
   }
   return r;
 }

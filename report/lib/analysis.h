@@ -4,21 +4,30 @@
 
 #include <cstddef>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "analysis_input.h"
+#include "growth.h"
 #include "report_model.h"
 #include "symbolizer.h"
 
 namespace torchseal {
 
 struct AnalysisOptions {
+  GrowthOptions growth;  // DESIGN.md 7.2 thresholds (CLI-settable)
   size_t oom_top_sites = 10;
   // Suppressions plug in here: called once per leak site with its trimmed,
   // symbolized frames. A suppressed site is left out of `leaks` and its bytes
   // go to summary.suppressed_bytes.
   std::function<bool(const std::vector<NativeFrame> &, const std::vector<PythonFrame> &)>
       is_suppressed;
+  // Same, naming the pattern that matched (nullptr = not suppressed), so the
+  // report can say which suppression hid what ("Suppressions used"). Takes
+  // precedence over is_suppressed for leaks. See suppressions.h.
+  std::function<const std::string *(const std::vector<NativeFrame> &,
+                                    const std::vector<PythonFrame> &)>
+      match_suppression;
 };
 
 // In a process using PyTorch's caching allocator (segments mode), memory it

@@ -329,6 +329,19 @@ void read_report(const json &j, Report &r) {
     r.ooms.push_back(std::move(x));
   }
 
+  // Extra key (not in the section 5 contract): optional on input.
+  if (auto su = j.find("suppressions_used"); su != j.end()) {
+    if (!su->is_array()) fail("suppressions_used", "expected an array");
+    for (size_t i = 0; i < su->size(); ++i) {
+      std::string pth = elem("", "suppressions_used", i);
+      SuppressionUse u;
+      u.pattern = get_str((*su)[i], pth, "pattern");
+      u.allocations = get_u64((*su)[i], pth, "allocations");
+      u.bytes = get_u64((*su)[i], pth, "bytes");
+      r.suppressions_used.push_back(std::move(u));
+    }
+  }
+
   const json &frees = get_array(j, "", "invalid_frees");
   for (size_t i = 0; i < frees.size(); ++i) {
     std::string pth = elem("", "invalid_frees", i);
@@ -437,6 +450,16 @@ std::string report_to_json(const Report &r) {
     frees.push_back(std::move(e));
   }
   j["invalid_frees"] = std::move(frees);
+
+  // Extra key, only when a suppression matched: reports without
+  // suppressions stay byte-identical to the section 5 contract.
+  if (!r.suppressions_used.empty()) {
+    ojson used = ojson::array();
+    for (const SuppressionUse &u : r.suppressions_used) {
+      used.push_back({{"pattern", u.pattern}, {"allocations", u.allocations}, {"bytes", u.bytes}});
+    }
+    j["suppressions_used"] = std::move(used);
+  }
 
   try {
     return j.dump(2, ' ', false, ojson::error_handler_t::replace) + "\n";

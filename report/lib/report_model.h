@@ -84,6 +84,14 @@ struct InvalidFreeEntry {
   std::vector<PythonFrame> python_frames;
 };
 
+// One row of the "Suppressions used" table: what a suppression pattern hid.
+// Written to P.json as the extra key `suppressions_used` when non-empty.
+struct SuppressionUse {
+  std::string pattern;
+  uint64_t allocations = 0;
+  uint64_t bytes = 0;
+};
+
 inline constexpr const char *kReportFormat = "torchseal-report";
 inline constexpr int kReportVersion = 1;
 
@@ -96,6 +104,7 @@ struct Report {
   std::vector<GrowthEntry> growth;
   std::vector<OomEntry> ooms;
   std::vector<InvalidFreeEntry> invalid_frees;
+  std::vector<SuppressionUse> suppressions_used;  // file order of first use
 };
 
 }  // namespace torchseal

@@ -1,5 +1,7 @@
 #include "report_text.h"
 
+#include "hints.h"
+
 #include <cinttypes>
 #include <cstdio>
 
@@ -82,6 +84,7 @@ std::string report_to_text(const Report &r) {
                   clean(g.kind).c_str(), clean(g.api).c_str(), g.growth_bytes, g.steps,
                   g.bytes_per_step, g.r);
     append_frames(out, g.frames, g.python_frames, "    ");
+    if (std::string hint = hint_for(g); !hint.empty()) out += "    hint: " + clean(hint) + "\n";
   }
 
   for (const OomEntry &o : r.ooms) {
@@ -112,6 +115,16 @@ std::string report_to_text(const Report &r) {
   if (r.summary.suppressed_bytes > 0) {
     out += (r.summary.cached_bytes > 0 ? "" : "\n") + tag + u64(r.summary.suppressed_bytes) +
            " byte(s) suppressed\n";
+  }
+  if (!r.suppressions_used.empty()) {
+    // LSan's table: count (allocations), bytes, pattern.
+    out += "\n-----------------------------------------------------\n"
+           "Suppressions used:\n  count      bytes template\n";
+    for (const SuppressionUse &u : r.suppressions_used) {
+      out += format("%7" PRIu64 " %10" PRIu64 " %s\n", u.allocations, u.bytes,
+                    clean(u.pattern).c_str());
+    }
+    out += "-----------------------------------------------------\n";
   }
   out += "\nSUMMARY: torchseal: " + u64(r.summary.leaked_bytes) + " byte(s) leaked in " +
          u64(r.summary.leaked_allocations) + " allocation(s).\n";

@@ -1,0 +1,71 @@
+// Shared input/output plumbing of the report-consuming subcommands.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "commands.h"
+#include "load_report.h"
+#include "suppressions.h"
+
+namespace torchseal::cli {
+
+bool load_inputs(const std::vector<std::string> &paths, const std::string &suppressions,
+                 std::vector<Report> &out, std::string &error) {
+  Suppressions supp;
+  if (!suppressions.empty() && !supp.load(suppressions, error)) return false;
+  AnalysisOptions opts;
+  install_suppressions(opts, supp);
+  for (const std::string &path : paths) {
+    Report r;
+    std::vector<std::string> warnings;
+    bool ok = load_report(path, r, error, warnings, opts);
+    for (const std::string &w : warnings) std::fprintf(stderr, "torchseal: warning: %s\n", w.c_str());
+    if (!ok) return false;
+    // A P.json was analyzed in its process, with that process's
+    // suppressions; ours apply on top. (For a P.tseal this is a no-op: the
+    // analysis above already suppressed.)
+    apply_suppressions(r, supp);
+    out.push_back(std::move(r));
+  }
+  return true;
+}
+
+bool write_output(const std::string &path, const std::string &text, std::string &error) {
+  if (path == "-") {
+    if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0) {
+      error = "cannot write to standard output";
+      return false;
+    }
+    return true;
+  }
+  // Readers (CI artifact upload, a concurrent check) never see half a file.
+  std::string tmp = path + ".tmp." + std::to_string(getpid());
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    error = "cannot write " + path + ": " + std::strerror(errno);
+    return false;
+  }
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      error = "cannot write " + path + ": " + std::strerror(errno);
+      close(fd);
+      unlink(tmp.c_str());
+      return false;
+    }
+    done += size_t(n);
+  }
+  if (close(fd) != 0 || rename(tmp.c_str(), path.c_str()) != 0) {
+    error = "cannot write " + path + ": " + std::strerror(errno);
+    unlink(tmp.c_str());
+    return false;
+  }
+  return true;
+}
+
+}  // namespace torchseal::cli
