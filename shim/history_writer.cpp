@@ -63,6 +63,9 @@ struct State {
   std::atomic<bool> file_ok{false};
   std::atomic<bool> stop{false};
   std::atomic<int> dump_request{0};  // 0 none, 1 signal, 2 api, 3 oom
+  std::atomic<bool> crash_request{false};
+  int crash_done_fd = -1;
+  pthread_t writer_tid{};
   uint32_t stack_cursor[StackTable::kShards] = {};
   unsigned long long modules_adds = ~0ull, modules_subs = ~0ull;
   uint64_t events_written = 0;
@@ -353,6 +356,23 @@ void *writer_main(void *) {
       next_window += s.window_ns;
     }
     pass();
+    if (s.crash_request.exchange(false)) {
+      // The process is dying: mark the file as not cleanly ended, then let
+      // the faulting thread re-raise.
+      if (s.file_ok.load()) {
+        std::vector<uint8_t> out, payload;
+        tseal::ByteWriter w(payload);
+        w.f64(unix_now());
+        w.varint(s.events_written);
+        w.u8(0);
+        tseal::append_chunk(out, Chunk::End, payload);
+        write_all(out);
+      }
+      uint64_t one = 1;
+      ssize_t ignored = write(s.crash_done_fd, &one, sizeof one);
+      (void)ignored;
+      continue;
+    }
     int req = s.dump_request.exchange(0);
     if (req && !s.stop.load()) write_report(trigger_name(req));
   }
@@ -372,6 +392,7 @@ bool start(const std::string &path) {
   if (s.thread_running) return enabled();
   s.path = path;
   s.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  s.crash_done_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (!path.empty()) {
     s.fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (s.fd < 0) {
@@ -434,6 +455,18 @@ void request_dump(const char *trigger) {
   }
 }
 
+void crash_flush(int timeout_ms) {
+  State &s = S();
+  if (!s.thread_running || s.wake_fd < 0 || s.crash_done_fd < 0) return;
+  if (pthread_equal(pthread_self(), s.thread)) return;  // the writer itself crashed
+  s.crash_request.store(true);
+  uint64_t one = 1;
+  ssize_t ignored = write(s.wake_fd, &one, sizeof one);
+  (void)ignored;
+  pollfd pfd{s.crash_done_fd, POLLIN, 0};
+  poll(&pfd, 1, timeout_ms);
+}
+
 void finish(bool clean) {
   State &s = S();
   if (!s.thread_running) return;
@@ -470,7 +503,9 @@ void reset_after_fork() {
   // The parent's writer thread does not exist here, and its file is not ours.
   if (s.fd >= 0) close(s.fd);
   if (s.wake_fd >= 0) close(s.wake_fd);
-  s.fd = s.wake_fd = -1;
+  if (s.crash_done_fd >= 0) close(s.crash_done_fd);
+  s.fd = s.wake_fd = s.crash_done_fd = -1;
+  s.crash_request.store(false);
   s.file_ok.store(false);
   s.thread_running = false;
   s.stop.store(false);

@@ -30,6 +30,12 @@ void append(const Event &e);
 // Async-signal-safe (a write to an eventfd and an atomic store).
 void request_dump(const char *trigger);
 
+// From a fatal-signal handler (async-signal-safe: eventfd write + poll): asks
+// the writer thread to drain every buffer and mark the file as not cleanly
+// ended, waiting at most `timeout_ms`. A crash inside the shim's own locks
+// only costs the wait, never a hang.
+void crash_flush(int timeout_ms);
+
 // Final drain, symbol table and End chunk; joins the writer. Idempotent.
 void finish(bool clean);
 

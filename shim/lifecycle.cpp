@@ -11,6 +11,7 @@
 #include <new>
 
 #include "counters.h"
+#include "crash_flush.h"
 #include "history_writer.h"
 #include "python_frames.h"
 #include "signals.h"
@@ -95,6 +96,7 @@ void initialise() {
   // Without torchseal_step() or NVTX steps, growth is judged per time window.
   history::set_window_seconds(cfg->step_seconds > 0 ? cfg->step_seconds : 1.0);
   start_history();
+  install_crash_flush();
   g_recorded_here.store(true, std::memory_order_relaxed);
   log::info("active in pid %d (backend %s, unwinder %s)", static_cast<int>(getpid()), g_backend,
             unwinder);

@@ -19,6 +19,7 @@
 #include "produce_report.h"
 #include "python_frames.h"
 #include "recorder.h"
+#include "suppressions.h"
 #include "torch_mode.h"
 
 namespace torchseal {
@@ -34,6 +35,12 @@ struct Globals {
   std::atomic<int> dump_seq{0};
   std::string prefix;  // resolved once per process, so dumps and exit agree
   std::atomic<bool> output_disabled{false};
+  // TORCHSEAL_SUPPRESSIONS, read at the first report (under write_mutex) so
+  // a process that never reports never opens it; a bad file is reported
+  // once and the process runs without suppressions.
+  std::string suppressions_path;
+  Suppressions suppressions;
+  bool suppressions_loaded = false;
 };
 Globals &G() {
   alignas(Globals) static unsigned char storage[sizeof(Globals)];
@@ -72,11 +79,28 @@ double unix_now() {
   return static_cast<double>(ts.tv_sec) + ts.tv_nsec / 1e9;
 }
 
+// Caller holds write_mutex.
+AnalysisOptions analysis_options() {
+  Globals &g = G();
+  if (!g.suppressions_loaded) {
+    g.suppressions_loaded = true;
+    std::string error;
+    if (!g.suppressions_path.empty() && !g.suppressions.load(g.suppressions_path, error)) {
+      log::error("TORCHSEAL_SUPPRESSIONS: %s; reporting without suppressions", error.c_str());
+      g.suppressions = Suppressions();
+    }
+  }
+  AnalysisOptions opts;
+  install_suppressions(opts, g.suppressions);
+  return opts;
+}
+
 }  // namespace
 
 void report_files_init(const Config &cfg) {
   g_process.rank = rank_from_environment();
   g_template = cfg.output_from_env ? cfg.output : default_output_template(g_process.rank);
+  G().suppressions_path = cfg.suppressions;
   char host[256] = {0};
   if (gethostname(host, sizeof host - 1) == 0) g_process.hostname = host;
   g_process.start_time = unix_now();
@@ -136,7 +160,7 @@ int64_t write_report(const char *trigger) {
     if (strcmp(trigger, "exit") != 0) prefix += "." + std::to_string(++g_dump_seq);
 
     Report report;
-    if (!produce_report(in, prefix, AnalysisOptions{}, &report, error)) {
+    if (!produce_report(in, prefix, analysis_options(), &report, error)) {
       int err = errno;
       if (err == ENOSPC || err == EDQUOT || err == EROFS) g_output_disabled.store(true);
       log::error("%s", error.c_str());

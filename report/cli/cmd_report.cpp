@@ -26,6 +26,8 @@ CLI::App *add_report_command(CLI::App &app, ReportOptions &opts) {
   cmd->add_option("FILE", opts.file, "a leak report (P.json) or a history file (P.tseal)")->required();
   cmd->add_option("--format", opts.format, "output format: text (default) or json")
       ->check(CLI::IsMember({"text", "json"}));
+  cmd->add_option("--suppressions", opts.suppressions,
+                  "file of leak:PATTERN lines; matching sites move to \"Suppressions used\"");
   cmd->footer(
       "DESCRIPTION\n"
       "  FILE is a leak report P.json written by the detector (or by `torchseal report\n"
@@ -34,24 +36,27 @@ CLI::App *add_report_command(CLI::App &app, ReportOptions &opts) {
       "  `SUMMARY: torchseal: N byte(s) leaked in M allocation(s).`\n"
       "  A history file (P.tseal) is replayed through the same analysis the detector runs at\n"
       "  exit, so it gives the same leak set as P.json. A history cut short by a crash or\n"
-      "  kill is read up to the damage, with a warning containing `truncated`.\n\n"
-      "EXIT STATUS\n  0 printed; 2 the file is missing, not a report, or damaged.\n");
+      "  kill is read up to the damage, with a warning containing `truncated`.\n"
+      "  --suppressions applies LSan-style `leak:PATTERN` lines (see `torchseal check\n"
+      "  --help`) on top of those the process used; the text report then ends with a\n"
+      "  \"Suppressions used:\" table (count, bytes, pattern).\n\n"
+      "EXIT STATUS\n  0 printed; 2 the file is missing, not a report, or damaged.\n\n"
+      "EXAMPLES\n"
+      "  torchseal report torchseal-1234.json\n"
+      "  torchseal report --format json --suppressions ci.supp torchseal-1234.tseal\n");
   return cmd;
 }
 
 int report_command(const ReportOptions &opts) {
   // One dispatch for both inputs: a P.tseal history is replayed through the
   // same analysis the shim runs at exit; a P.json is read back.
-  Report r;
+  std::vector<Report> r;
   std::string error;
-  std::vector<std::string> warnings;
-  bool ok = load_report(opts.file, r, error, warnings);
-  for (const std::string &w : warnings) std::fprintf(stderr, "torchseal: warning: %s\n", w.c_str());
-  if (!ok) {
+  if (!load_inputs({opts.file}, opts.suppressions, r, error)) {
     print_error(error);
     return kExitUnusable;
   }
-  return print_report(r, opts.format);
+  return print_report(r[0], opts.format);
 }
 
 }  // namespace torchseal::cli

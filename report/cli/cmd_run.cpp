@@ -1,11 +1,20 @@
-// `torchseal run -- CMD...`: preload the shim and exec CMD.
+// `torchseal run -- CMD...`: preload the shim and exec CMD. With
+// --fail-on-leak, run CMD as a child instead and gate its reports (check).
+#include <fcntl.h>
+#include <glob.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 
 #include "commands.h"
 
@@ -63,6 +72,162 @@ bool set_env(const char *name, const std::string &value, std::string &error) {
   return true;
 }
 
+
+// ---- --fail-on-leak ----
+
+// A fresh directory for this run's reports, so every process (children,
+// ranks) writes its own file and nothing stale is picked up.
+bool make_run_dir(std::string &dir, std::string &error) {
+  std::string base = ".";
+  if (access(".", W_OK) != 0) {
+    const char *tmp = std::getenv("TMPDIR");
+    base = tmp && *tmp ? tmp : "/tmp";
+  }
+  std::string tmpl = base + "/torchseal-run-XXXXXX";
+  std::vector<char> buf(tmpl.begin(), tmpl.end());
+  buf.push_back('\0');
+  if (!mkdtemp(buf.data())) {
+    error = "cannot create a report directory under " + base + ": " + std::strerror(errno);
+    return false;
+  }
+  dir = buf.data();
+  return true;
+}
+
+// TORCHSEAL_OUTPUT template -> glob of the P.json files it can produce.
+std::string template_glob(const std::string &tmpl) {
+  std::string g;
+  for (size_t i = 0; i < tmpl.size(); ++i) {
+    char c = tmpl[i];
+    if (c == '%' && i + 1 < tmpl.size()) {
+      char n = tmpl[++i];
+      if (n == '%') g += '%';
+      else g += '*';
+      continue;
+    }
+    if (c == '*' || c == '?' || c == '[' || c == '\\') g += '\\';
+    g += c;
+  }
+  return g + ".json";
+}
+
+// The exit reports this run produced. On-demand dumps (P.<n>.json) are
+// snapshots of a process whose exit report is also there; they are checked
+// only when that exit report is missing (the process died).
+std::vector<std::string> collect_reports(const std::string &tmpl, time_t since) {
+  glob_t g{};
+  std::vector<std::string> found;
+  if (glob(template_glob(tmpl).c_str(), 0, nullptr, &g) == 0) {
+    for (size_t i = 0; i < g.gl_pathc; ++i) {
+      struct stat st;
+      if (stat(g.gl_pathv[i], &st) == 0 && S_ISREG(st.st_mode) && st.st_mtime >= since) {
+        found.emplace_back(g.gl_pathv[i]);
+      }
+    }
+  }
+  globfree(&g);
+  std::set<std::string> all(found.begin(), found.end());
+  std::vector<std::string> out;
+  for (const std::string &p : found) {
+    std::string stem = p.substr(0, p.size() - 5);  // drop ".json"
+    size_t dot = stem.rfind('.');
+    bool dump = dot != std::string::npos && dot + 1 < stem.size() &&
+                std::all_of(stem.begin() + long(dot) + 1, stem.end(), ::isdigit) &&
+                all.count(stem.substr(0, dot) + ".json");
+    if (!dump) out.push_back(p);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+volatile sig_atomic_t g_child = 0;
+
+void forward_signal(int sig) {
+  if (g_child > 0) kill(pid_t(g_child), sig);
+}
+
+// fork + exec + wait. Returns the command's status as a shell would report
+// it (128+N for signal N; 126/127 when it cannot be run).
+int run_child(const std::vector<std::string> &command) {
+  int pipefd[2];
+  if (pipe2(pipefd, O_CLOEXEC) != 0) {
+    print_error(std::string("pipe: ") + std::strerror(errno));
+    return kExitUnusable;
+  }
+  std::vector<char *> argv;
+  for (const std::string &a : command) argv.push_back(const_cast<char *>(a.c_str()));
+  argv.push_back(nullptr);
+  // Like system(): the terminal's SIGINT/SIGQUIT reach the child directly;
+  // SIGTERM/SIGHUP sent to us (a CI timeout) are passed on.
+  struct sigaction ign{}, fwd{}, old_int{}, old_quit{}, old_term{}, old_hup{};
+  ign.sa_handler = SIG_IGN;
+  fwd.sa_handler = forward_signal;
+  sigaction(SIGINT, &ign, &old_int);
+  sigaction(SIGQUIT, &ign, &old_quit);
+  sigaction(SIGTERM, &fwd, &old_term);
+  sigaction(SIGHUP, &fwd, &old_hup);
+  pid_t pid = fork();
+  if (pid == 0) {
+    sigaction(SIGINT, &old_int, nullptr);
+    sigaction(SIGQUIT, &old_quit, nullptr);
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGHUP, SIG_DFL);
+    close(pipefd[0]);
+    execvp(argv[0], argv.data());
+    int err = errno;
+    ssize_t w = write(pipefd[1], &err, sizeof err);
+    (void)w;
+    _exit(127);
+  }
+  close(pipefd[1]);
+  int status = 0, exec_errno = 0;
+  if (pid < 0) {
+    print_error(std::string("fork: ") + std::strerror(errno));
+    close(pipefd[0]);
+    return kExitUnusable;
+  }
+  g_child = pid;
+  ssize_t n;
+  while ((n = read(pipefd[0], &exec_errno, sizeof exec_errno)) < 0 && errno == EINTR) {
+  }
+  close(pipefd[0]);
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  g_child = 0;
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGQUIT, &old_quit, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+  sigaction(SIGHUP, &old_hup, nullptr);
+  if (n == sizeof exec_errno) {
+    print_error("cannot run " + command[0] + ": " + std::strerror(exec_errno));
+    return exec_errno == ENOENT ? 127 : 126;
+  }
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return WEXITSTATUS(status);
+}
+
+int run_and_check(const RunOptions &opts, const std::string &tmpl) {
+  time_t started = time(nullptr);
+  int status = run_child(opts.command);
+  if (status != 0) {
+    std::fprintf(stderr, "torchseal: %s exited with status %d; reports not checked\\n",
+                 opts.command[0].c_str(), status);
+    return status;
+  }
+  std::vector<std::string> reports = collect_reports(tmpl, started);
+  if (reports.empty()) {
+    // Nothing to gate: the shim stays inert (writes nothing) in processes
+    // that never call CUDA. Say so loudly rather than pass silently.
+    std::fprintf(stderr, "torchseal: warning: no reports matching %s were written (no CUDA "
+                         "activity?); nothing to check\\n",
+                 template_glob(tmpl).c_str());
+    return kExitOk;
+  }
+  GateFlags flags = opts.gate;
+  flags.suppressions = opts.suppressions;  // already applied in-process; idempotent
+  return check_reports(reports, flags);
+}
+
 }  // namespace
 
 CLI::App *add_run_command(CLI::App &app, RunOptions &opts) {
@@ -73,7 +238,13 @@ CLI::App *add_run_command(CLI::App &app, RunOptions &opts) {
       "  LD_PRELOAD (keeping existing entries) and execs CMD, so the exit status and\n"
       "  signals are CMD's own. At exit the detector writes P.json and P.txt for the\n"
       "  output prefix P. Options left out keep the TORCHSEAL_* value already in the\n"
-      "  environment, or the default.\n\n";
+      "  environment, or the default.\n"
+      "  With --fail-on-leak, CMD runs as a child instead; every process it starts\n"
+      "  (children, MPI ranks) writes its own report: into a new directory\n"
+      "  ./torchseal-run-XXXXXX (prefix torchseal-%h-%p) unless --output is given, and\n"
+      "  then --output must contain %p. When CMD succeeds, all those reports go through\n"
+      "  `torchseal check` with --max-leaked-bytes, --max-growth-bytes-per-step,\n"
+      "  --baseline, --junit and --suppressions.\n\n";
   cmd->add_option("--output,-o", opts.output,
                   "output prefix P; %p pid, %r rank, %h host, %t start time, %% literal "
                   "(TORCHSEAL_OUTPUT, default torchseal-%p)");
@@ -94,13 +265,20 @@ CLI::App *add_run_command(CLI::App &app, RunOptions &opts) {
   cmd->add_option("--suppressions", opts.suppressions,
                   "file of leak:PATTERN lines (TORCHSEAL_SUPPRESSIONS)")
       ->check(CLI::ExistingFile);
+  cmd->add_flag("--fail-on-leak", opts.fail_on_leak,
+               "run CMD as a child, then `check` every report it wrote (with the limit "
+               "options below)");
+  add_gate_flags(*cmd, opts.gate, false);
   cmd->add_option("command", opts.command, "the command to run, after --")->required();
   cmd->footer(
       description +
-      "EXAMPLE\n  torchseal run --output /tmp/leaks-%p --exit-code 23 -- python train.py\n\n"
+      "EXAMPLES\n  torchseal run --output /tmp/leaks-%p --exit-code 23 -- python train.py\n"
+      "  torchseal run --fail-on-leak --baseline leaks-baseline.json -- pytest tests/gpu\n\n"
       "ENVIRONMENT\n  TORCHSEAL_SHIM  path of libtorchseal.so, overriding the lookup next to this\n"
       "                  executable\n\n"
-      "EXIT STATUS\n  CMD's own; 2 if torchseal could not set up, 126/127 if CMD cannot be run.\n");
+      "EXIT STATUS\n  CMD's own; 2 if torchseal could not set up, 126/127 if CMD cannot be run.\n"
+      "  With --fail-on-leak: CMD's own when it fails; otherwise 0 within limits, 1 over\n"
+      "  a limit, 2 unusable reports (as `torchseal check`).\n");
   return cmd;
 }
 
@@ -118,8 +296,23 @@ int run_command(const RunOptions &opts) {
   std::string preload = shim;
   if (const char *old = std::getenv("LD_PRELOAD"); old && *old) preload += std::string(":") + old;
 
+  std::string output = opts.output;
+  if (opts.fail_on_leak) {
+    if (output.empty()) {
+      std::string dir;
+      if (!make_run_dir(dir, error)) {
+        print_error(error);
+        return kExitUnusable;
+      }
+      output = dir + "/torchseal-%h-%p";
+      std::fprintf(stderr, "torchseal: reports of this run go to %s/\n", dir.c_str());
+    } else if (output.find("%p") == std::string::npos) {
+      print_error("--fail-on-leak needs %p in --output (each process writes its own report)");
+      return kExitUnusable;
+    }
+  }
   bool ok = set_env("LD_PRELOAD", preload, error) &&
-            (opts.output.empty() || set_env("TORCHSEAL_OUTPUT", opts.output, error)) &&
+            (output.empty() || set_env("TORCHSEAL_OUTPUT", output, error)) &&
             (opts.exit_code < 0 || set_env("TORCHSEAL_EXIT_CODE", std::to_string(opts.exit_code), error)) &&
             (opts.backend.empty() || set_env("TORCHSEAL_BACKEND", opts.backend, error)) &&
             (opts.stack_depth < 0 || set_env("TORCHSEAL_STACK_DEPTH", std::to_string(opts.stack_depth), error)) &&
@@ -131,6 +324,8 @@ int run_command(const RunOptions &opts) {
     print_error(error);
     return kExitUnusable;
   }
+
+  if (opts.fail_on_leak) return run_and_check(opts, output);
 
   std::vector<char *> argv;
   for (const std::string &a : opts.command) argv.push_back(const_cast<char *>(a.c_str()));

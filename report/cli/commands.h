@@ -39,7 +39,7 @@ struct RunOptions {
   std::vector<std::string> command;
 };
 CLI::App *add_run_command(CLI::App &app, RunOptions &opts);
-int run_command(const RunOptions &opts);  // returns only on failure
+int run_command(const RunOptions &opts);  // without --fail-on-leak: returns only on failure
 
 struct ReportOptions {
   std::string file;

@@ -1,0 +1,519 @@
+#!/usr/bin/env python3
+"""torchseal benchmark driver (bench/RESULTS.md explains every figure).
+
+Runs every measurement of the suite in one go, so all figures come from the
+same run on the same machine, and writes results.json plus the generated
+section of RESULTS.md.
+
+  run_bench.py --build-dir build-bench [--quick | --smoke] [--out-dir DIR]
+               [--results-json F] [--results-md F]
+
+--smoke is CI's quick mode (meson test --suite bench): tiny sizes, every
+benchmark still runs, nothing about timing is asserted, and nothing is written
+outside --out-dir.
+"""
+import argparse
+import datetime
+import glob
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import struct
+import subprocess
+import sys
+import time
+
+MODES = {
+    # rounds: interleaved bare/shim repetitions (medians taken over them)
+    "full": dict(rounds=5, min_time=0.3, py_pairs=100000, py_rounds=5, mixed=1000000,
+                 big=10000000, live=1000000, startup_runs=100),
+    "quick": dict(rounds=3, min_time=0.1, py_pairs=30000, py_rounds=3, mixed=1000000,
+                  big=2000000, live=1000000, startup_runs=30),
+    "smoke": dict(rounds=1, min_time=0.001, py_pairs=200, py_rounds=1, mixed=2000,
+                  big=5000, live=2000, startup_runs=2),
+}
+
+TARGETS = {
+    "a": "hooks added cost at depth 30 <= 0.5x heaptrack's",
+    "b": "Python frames add <= 1 us per event",
+    "c": "8 threads >= 1.5x single-thread event rate",
+    "d": "<= 16 bytes per event before compression",
+    "e": "report >= 5M events/s, RSS bounded by live state",
+    "f": "<= 96 bytes per live allocation",
+    "g": "< 5 ms added startup for a process that never calls CUDA",
+}
+
+
+def log(msg):
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+class Ctx:
+    def __init__(self, args):
+        self.args = args
+        self.mode = "smoke" if args.smoke else "quick" if args.quick else "full"
+        self.p = MODES[self.mode]
+        b = os.path.abspath(args.build_dir)
+        self.build = b
+        self.shim = os.path.join(b, "shim", "libtorchseal.so")
+        self.simcuda = os.path.join(b, "tests", "simcuda")
+        self.cli = os.path.join(b, "report", "torchseal")
+        self.bench_cuda = os.path.join(b, "bench", "bench_cuda")
+        self.bench_malloc = os.path.join(b, "bench", "bench_malloc")
+        self.workload = os.path.join(b, "bench", "bench_workload")
+        self.here = os.path.dirname(os.path.abspath(__file__))
+        self.out = os.path.abspath(args.out_dir)
+        self.tmp = os.path.join(self.out, "tmp")
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        os.makedirs(self.tmp, exist_ok=True)
+        self.heaptrack = shutil.which("heaptrack")
+        self.time_v = "/usr/bin/time" if os.access("/usr/bin/time", os.X_OK) else None
+        for f in (self.shim, self.cli, self.bench_cuda, self.bench_malloc, self.workload):
+            if not os.path.exists(f):
+                sys.exit(f"run_bench: missing {f} (build first)")
+        self.seq = 0
+
+    def env(self, shim=False, backend="hooks", python="auto", output=None, extra=None):
+        e = {k: v for k, v in os.environ.items()
+             if not k.startswith(("TORCHSEAL_", "SIMCUDA_")) and k != "LD_PRELOAD"}
+        e["LD_LIBRARY_PATH"] = self.simcuda
+        e["SIMCUDA_DEVICES"] = "1"
+        if shim:
+            e["LD_PRELOAD"] = self.shim
+            e["TORCHSEAL_BACKEND"] = backend
+            e["TORCHSEAL_PYTHON"] = python
+            e["TORCHSEAL_LOG"] = "error"
+            self.seq += 1
+            e["TORCHSEAL_OUTPUT"] = output or os.path.join(self.tmp, f"run{self.seq}-%p")
+        if extra:
+            e.update(extra)
+        return e
+
+    def clean_tmp(self):
+        for f in glob.glob(os.path.join(self.tmp, "run*")):
+            os.unlink(f)
+
+
+def run(cmd, env, **kw):
+    r = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+    if r.returncode != 0:
+        sys.exit(f"run_bench: {' '.join(cmd)} failed ({r.returncode}):\n{r.stderr[-3000:]}")
+    return r
+
+
+def gbench(ctx, binary, bfilter, env, wrapper=()):
+    out = os.path.join(ctx.tmp, "gb.json")
+    cmd = list(wrapper) + [binary, f"--benchmark_filter={bfilter}",
+                           f"--benchmark_min_time={ctx.p['min_time']}",
+                           f"--benchmark_out={out}", "--benchmark_out_format=json"]
+    run(cmd, env, cwd=ctx.tmp)
+    with open(out) as f:
+        data = json.load(f)
+    res = {}
+    for b in data["benchmarks"]:
+        if b.get("error_occurred"):
+            sys.exit(f"run_bench: {b['name']}: {b.get('error_message')}")
+        res[b["name"]] = b
+    return res
+
+
+def ns_per_iter(b):
+    assert b["time_unit"] == "ns"
+    return b["real_time"]
+
+
+def median(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+# ---------------------------------------------------------------- (a), (c)
+def bench_pairs(ctx):
+    depths = [5, 30, 80]
+    cfgs = ["bare", "hooks", "cupti"]
+    per = {c: {d: [] for d in depths} for c in cfgs}
+    mal = {c: {d: [] for d in depths} for c in ("bare", "heaptrack")}
+    thr = {c: {t: [] for t in (1, 2, 4, 8)} for c in ("bare", "hooks")}
+    for rnd in range(ctx.p["rounds"]):
+        log(f"(a)/(c) round {rnd + 1}/{ctx.p['rounds']}")
+        for c in cfgs:
+            env = ctx.env(shim=c != "bare", backend=c)
+            res = gbench(ctx, ctx.bench_cuda, "BM_CudaPair/", env)
+            for d in depths:
+                per[c][d].append(ns_per_iter(res[f"BM_CudaPair/depth:{d}"]))
+            ctx.clean_tmp()
+        for c in ("bare", "hooks"):
+            res = gbench(ctx, ctx.bench_cuda, "BM_CudaPairThreads", ctx.env(shim=c != "bare"))
+            for t in (1, 2, 4, 8):
+                b = res[f"BM_CudaPairThreads/real_time/threads:{t}"]
+                thr[c][t].append(b["items_per_second"])
+            ctx.clean_tmp()
+        res = gbench(ctx, ctx.bench_malloc, "BM_MallocPair/", ctx.env())
+        for d in depths:
+            mal["bare"][d].append(ns_per_iter(res[f"BM_MallocPair/depth:{d}"]))
+        if ctx.heaptrack:
+            wrapper = [ctx.heaptrack, "-o", os.path.join(ctx.tmp, "ht")]
+            res = gbench(ctx, ctx.bench_malloc, "BM_MallocPair/", ctx.env(), wrapper)
+            for d in depths:
+                mal["heaptrack"][d].append(ns_per_iter(res[f"BM_MallocPair/depth:{d}"]))
+            for f in glob.glob(os.path.join(ctx.tmp, "ht*")):
+                os.unlink(f)
+    a = {"depths": {}, "raw": {"cuda": per, "malloc": mal}}
+    for d in depths:
+        bare = median(per["bare"][d])
+        row = {"cuda_bare_ns": bare}
+        for c in ("hooks", "cupti"):
+            row[f"{c}_ns"] = median(per[c][d])
+            row[f"{c}_added_ns"] = median(per[c][d]) - bare
+        row["malloc_bare_ns"] = median(mal["bare"][d])
+        if mal["heaptrack"][d]:
+            row["heaptrack_ns"] = median(mal["heaptrack"][d])
+            row["heaptrack_added_ns"] = row["heaptrack_ns"] - row["malloc_bare_ns"]
+            for c in ("hooks", "cupti"):
+                row[f"{c}_ratio"] = row[f"{c}_added_ns"] / row["heaptrack_added_ns"]
+        a["depths"][str(d)] = row
+    c = {"threads": {}}
+    for t in (1, 2, 4, 8):
+        c["threads"][str(t)] = {"bare_events_per_s": median(thr["bare"][t]),
+                                "shim_events_per_s": median(thr["hooks"][t])}
+    c["scaling_8_over_1"] = c["threads"]["8"]["shim_events_per_s"] / c["threads"]["1"]["shim_events_per_s"]
+    c["cores"] = os.cpu_count()
+    return a, c
+
+
+# ---------------------------------------------------------------- (b)
+def bench_python(ctx):
+    script = os.path.join(ctx.here, "py_pairs.py")
+    cfgs = {"bare": dict(shim=False), "off": dict(shim=True, python="off"),
+            "auto": dict(shim=True, python="auto")}
+    vals = {k: [] for k in cfgs}
+    for rnd in range(ctx.p["py_rounds"]):
+        log(f"(b) round {rnd + 1}/{ctx.p['py_rounds']}")
+        for k, kw in cfgs.items():
+            r = run([sys.executable, script, "30", str(ctx.p["py_pairs"]), "3"], ctx.env(**kw))
+            vals[k].append(json.loads(r.stdout.strip().splitlines()[-1])["ns_per_pair"])
+            ctx.clean_tmp()
+    m = {k: median(v) for k, v in vals.items()}
+    return {"python_depth": 30, "bare_ns_per_pair": m["bare"], "shim_python_off_ns_per_pair": m["off"],
+            "shim_python_auto_ns_per_pair": m["auto"],
+            "python_frames_ns_per_event": (m["auto"] - m["off"]) / 2,
+            "python_frames_ns_per_alloc": m["auto"] - m["off"],
+            "shim_total_added_ns_per_pair": m["auto"] - m["bare"], "raw": vals}
+
+
+# ---------------------------------------------------------------- (d), (e)
+def tseal_breakdown(path):
+    names = {1: "process", 2: "modules", 3: "stacks", 4: "pystacks", 5: "events", 6: "pass",
+             7: "symbols", 8: "end"}
+    out = {n: 0 for n in names.values()}
+    events = 0
+    with open(path, "rb") as f:
+        data = f.read()
+    off = 16
+    while off + 12 <= len(data):
+        typ, _, _, _, ln, _crc = struct.unpack_from("<BBBBII", data, off)
+        payload = data[off + 12: off + 12 + ln]
+        out[names.get(typ, f"type{typ}")] = out.get(names.get(typ, f"type{typ}"), 0) + 12 + ln
+        if typ == 5:
+            p = 12  # u32 tid, u64 base time
+            v, s = 0, 0
+            while True:
+                byte = payload[p]
+                p += 1
+                v |= (byte & 0x7F) << s
+                s += 7
+                if byte < 0x80:
+                    break
+            events += v
+        off += 12 + ln
+    return {"file_bytes": len(data), "chunk_bytes": out, "events_in_file": events}
+
+
+def make_history(ctx, n, name):
+    prefix = os.path.join(ctx.out, name)
+    for f in glob.glob(prefix + ".*"):
+        os.unlink(f)
+    env = ctx.env(shim=True, output=prefix, extra={"SIMCUDA_MEMORY_BYTES": "256GiB"})
+    t0 = time.perf_counter()
+    r = run([ctx.workload, "mixed", str(n)], env)
+    wall = time.perf_counter() - t0
+    info = json.loads(r.stdout.strip().splitlines()[-1])
+    info["wall_s"] = wall
+    info["path"] = prefix + ".tseal"
+    return info
+
+
+def bench_history_size(ctx):
+    log(f"(d) mixed workload, {ctx.p['mixed']} events")
+    info = make_history(ctx, ctx.p["mixed"], "mixed")
+    bd = tseal_breakdown(info["path"])
+    ev = bd["events_in_file"]
+    return {"workload": info, **bd,
+            "bytes_per_event": bd["file_bytes"] / ev,
+            "event_chunk_bytes_per_event": bd["chunk_bytes"]["events"] / ev}, info
+
+
+def timed(ctx, cmd, env):
+    """Wall seconds and peak RSS (KiB) of a child."""
+    if ctx.time_v:
+        tf = os.path.join(ctx.tmp, "time.txt")
+        t0 = time.perf_counter()
+        r = subprocess.run([ctx.time_v, "-v", "-o", tf] + cmd, env=env, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, text=True)
+        wall = time.perf_counter() - t0
+        if r.returncode not in (0, 1):  # report exits 1 when leaks are found
+            sys.exit(f"run_bench: {' '.join(cmd)} failed ({r.returncode}): {r.stderr[-2000:]}")
+        txt = open(tf).read()
+        rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", txt).group(1))
+        return wall, rss
+    import resource
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    t0 = time.perf_counter()
+    subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wall = time.perf_counter() - t0
+    return wall, max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+
+
+def bench_report(ctx, small):
+    log(f"(e) history of {ctx.p['big']} events")
+    big = make_history(ctx, ctx.p["big"], "big")
+    big_bd = tseal_breakdown(big["path"])
+    env = ctx.env()
+    res = {"histories": {}}
+    for label, info, bd in (("small", small, tseal_breakdown(small["path"])), ("big", big, big_bd)):
+        ev = bd["events_in_file"]
+        row = {"events": ev, "file_bytes": bd["file_bytes"]}
+        for what, cmd in (("report", [ctx.cli, "report", info["path"]]),
+                          ("export_memory_viz", [ctx.cli, "export", info["path"], "--memory-viz",
+                                                 os.path.join(ctx.tmp, "out.pickle")])):
+            walls, rsss = [], []
+            for _ in range(1 if ctx.mode == "smoke" else 2):
+                w, rss = timed(ctx, cmd, env)
+                walls.append(w)
+                rsss.append(rss)
+            row[what] = {"wall_s": min(walls), "events_per_s": ev / min(walls),
+                         "peak_rss_kib": max(rsss)}
+        res["histories"][label] = row
+    for f in glob.glob(os.path.join(ctx.tmp, "out.pickle*")):
+        os.unlink(f)
+    os.unlink(big["path"])
+    res["generation"] = big
+    return res
+
+
+# ---------------------------------------------------------------- (f)
+def bench_live(ctx):
+    n = ctx.p["live"]
+    log(f"(f) {n} live allocations")
+    out = {}
+    for label, shim in (("bare", False), ("shim", True)):
+        r = run([ctx.workload, "live", str(n)], ctx.env(shim=shim))
+        j = json.loads(r.stdout.strip().splitlines()[-1])
+        out[label] = j
+        ctx.clean_tmp()
+    delta = lambda j: (j["rss_after_kib"] - j["rss_before_kib"]) * 1024
+    out["bytes_per_live_alloc"] = (delta(out["shim"]) - delta(out["bare"])) / n
+    return out
+
+
+# ---------------------------------------------------------------- (g)
+def bench_startup(ctx):
+    log(f"(g) startup, {ctx.p['startup_runs']} runs each")
+    r = run([sys.executable, os.path.join(ctx.here, "startup.py"), ctx.shim,
+             str(ctx.p["startup_runs"])], ctx.env())
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+# ---------------------------------------------------------------- output
+def machine_info(ctx):
+    cpu = platform.processor()
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    repo = os.path.dirname(ctx.here)
+    def git(*a):
+        r = subprocess.run(["git", "-C", repo] + list(a), stdout=subprocess.PIPE,
+                           stderr=subprocess.DEVNULL, text=True)
+        return r.stdout.strip()
+    commit = git("rev-parse", "--short", "HEAD")
+    dirty = git("status", "--porcelain", "--untracked-files=no")
+    ht = subprocess.run([ctx.heaptrack, "--version"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                        text=True).stdout.strip() if ctx.heaptrack else None
+    return {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "host": platform.node(), "cpu": cpu, "cores": os.cpu_count(),
+            "kernel": platform.release(), "commit": commit + ("+dirty" if dirty else ""),
+            "mode": ctx.mode, "heaptrack": ht, "python": platform.python_version(),
+            "compiler_build": "meson release (-O3)"}
+
+
+def verdicts(r):
+    a30 = r["a"]["depths"]["30"]
+    v = {}
+    v["a"] = (a30.get("hooks_ratio", float("nan")) <= 0.5, f"{a30.get('hooks_ratio', float('nan')):.2f}x")
+    b = r["b"]["python_frames_ns_per_event"]
+    v["b"] = (b <= 1000, f"{b:.0f} ns/event")
+    c = r["c"]["scaling_8_over_1"]
+    v["c"] = (c >= 1.5, f"{c:.2f}x")
+    d = r["d"]["bytes_per_event"]
+    v["d"] = (d <= 16, f"{d:.2f} B/event")
+    big = r["e"]["histories"]["big"]["report"]
+    small = r["e"]["histories"]["small"]["report"]
+    bounded = big["peak_rss_kib"] <= 1.5 * small["peak_rss_kib"] + 8192
+    v["e"] = (big["events_per_s"] >= 5e6 and bounded,
+              f"{big['events_per_s'] / 1e6:.2f}M ev/s, RSS {big['peak_rss_kib'] / 1024:.0f} MiB "
+              f"({'bounded' if bounded else 'grows'} with history length)")
+    f = r["f"]["bytes_per_live_alloc"]
+    v["f"] = (f <= 96, f"{f:.1f} B/alloc")
+    g = r["g"]["added_ms"]
+    v["g"] = (g < 5, f"{g:.2f} ms")
+    return v
+
+
+def markdown(r):
+    m = r["machine"]
+    L = []
+    L.append(f"Run: {m['date']} on `{m['host']}`, {m['cpu']}, {m['cores']} cores, kernel {m['kernel']}; "
+             f"commit `{m['commit']}`; mode `{m['mode']}`; {m['heaptrack'] or 'heaptrack missing'}; "
+             f"Python {m['python']}; `scripts/bench` took {r['elapsed_s']:.0f} s.")
+    L.append("")
+    L.append("### Targets")
+    L.append("")
+    L.append("| | target | measured | verdict |")
+    L.append("|---|---|---|---|")
+    for k, (ok, txt) in r["verdicts"].items():
+        L.append(f"| ({k}) | {TARGETS[k]} | {txt} | {'met' if ok else '**missed**'} |")
+    L.append("")
+    L.append("### (a) Added cost per alloc+free pair (ns), medians of interleaved rounds")
+    L.append("")
+    L.append("| depth | cuda bare | hooks | hooks added | cupti | cupti added | malloc bare | heaptrack | "
+             "heaptrack added | hooks/heaptrack | cupti/heaptrack |")
+    L.append("|---|---|---|---|---|---|---|---|---|---|---|")
+    for d, x in r["a"]["depths"].items():
+        g = lambda k, fmt="{:.0f}": fmt.format(x[k]) if k in x else "n/a"
+        L.append(f"| {d} | {g('cuda_bare_ns')} | {g('hooks_ns')} | {g('hooks_added_ns')} | {g('cupti_ns')} | "
+                 f"{g('cupti_added_ns')} | {g('malloc_bare_ns')} | {g('heaptrack_ns')} | "
+                 f"{g('heaptrack_added_ns')} | {g('hooks_ratio', '{:.2f}x')} | {g('cupti_ratio', '{:.2f}x')} |")
+    L.append("")
+    b = r["b"]
+    L.append("### (b) 30 Python frames (CPython ctypes -> cudaMalloc/cudaFree), ns per pair")
+    L.append("")
+    L.append("| bare | shim, TORCHSEAL_PYTHON=off | shim, auto | Python frames per event | per alloc |")
+    L.append("|---|---|---|---|---|")
+    L.append(f"| {b['bare_ns_per_pair']:.0f} | {b['shim_python_off_ns_per_pair']:.0f} | "
+             f"{b['shim_python_auto_ns_per_pair']:.0f} | {b['python_frames_ns_per_event']:.0f} | "
+             f"{b['python_frames_ns_per_alloc']:.0f} |")
+    L.append("")
+    L.append(f"### (c) Threads allocating at once (depth 30), events/s, {r['c']['cores']} cores")
+    L.append("")
+    L.append("| threads | bare | shim (hooks) | shim vs 1 thread |")
+    L.append("|---|---|---|---|")
+    one = r["c"]["threads"]["1"]["shim_events_per_s"]
+    for t, x in r["c"]["threads"].items():
+        L.append(f"| {t} | {x['bare_events_per_s'] / 1e6:.2f}M | {x['shim_events_per_s'] / 1e6:.2f}M | "
+                 f"{x['shim_events_per_s'] / one:.2f}x |")
+    L.append("")
+    d = r["d"]
+    L.append(f"### (d) History size, mixed workload ({d['events_in_file']} events, "
+             f"{d['workload']['distinct_sites']} call sites)")
+    L.append("")
+    L.append(f"P.tseal: {d['file_bytes']} bytes = **{d['bytes_per_event']:.2f} B/event** "
+             f"(event chunks alone: {d['event_chunk_bytes_per_event']:.2f} B/event). By chunk type:")
+    L.append("")
+    L.append("| " + " | ".join(d["chunk_bytes"]) + " |")
+    L.append("|" + "---|" * len(d["chunk_bytes"]))
+    L.append("| " + " | ".join(str(v) for v in d["chunk_bytes"].values()) + " |")
+    L.append("")
+    L.append("### (e) `torchseal report` / `torchseal export --memory-viz` on mixed histories")
+    L.append("")
+    L.append("| history | events | file MiB | report ev/s | report peak RSS | export ev/s | export peak RSS |")
+    L.append("|---|---|---|---|---|---|---|")
+    for label, x in r["e"]["histories"].items():
+        L.append(f"| {label} | {x['events']} | {x['file_bytes'] / 2**20:.1f} | "
+                 f"{x['report']['events_per_s'] / 1e6:.2f}M | {x['report']['peak_rss_kib'] / 1024:.0f} MiB | "
+                 f"{x['export_memory_viz']['events_per_s'] / 1e6:.2f}M | "
+                 f"{x['export_memory_viz']['peak_rss_kib'] / 1024:.0f} MiB |")
+    L.append("")
+    f = r["f"]
+    L.append(f"### (f) Memory per live allocation ({f['shim']['live']} live, one call site)")
+    L.append("")
+    db = (f["bare"]["rss_after_kib"] - f["bare"]["rss_before_kib"]) / 1024
+    ds = (f["shim"]["rss_after_kib"] - f["shim"]["rss_before_kib"]) / 1024
+    L.append(f"RSS growth: bare {db:.1f} MiB, shim {ds:.1f} MiB -> **{f['bytes_per_live_alloc']:.1f} B "
+             f"per live allocation** attributable to torchseal.")
+    L.append("")
+    g = r["g"]
+    L.append(f"### (g) `python3 -c pass` startup ({g['runs']} interleaved runs each)")
+    L.append("")
+    L.append(f"bare {g['bare_ms']:.2f} ms, LD_PRELOAD shim {g['shim_ms']:.2f} ms -> "
+             f"**{g['added_ms']:.2f} ms added** (median of paired differences {g['added_ms_paired_median']:.2f} ms).")
+    return "\n".join(L)
+
+
+BEGIN, END = "<!-- BEGIN GENERATED (scripts/bench) -->", "<!-- END GENERATED -->"
+
+
+def write_md(path, body):
+    text = open(path).read() if os.path.exists(path) else f"# Benchmarks\n\n{BEGIN}\n{END}\n"
+    if BEGIN not in text:
+        text += f"\n{BEGIN}\n{END}\n"
+    pre, rest = text.split(BEGIN, 1)
+    post = rest.split(END, 1)[1] if END in rest else ""
+    with open(path, "w") as f:
+        f.write(f"{pre}{BEGIN}\n{body}\n{END}{post}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build-dir", required=True)
+    ap.add_argument("--out-dir", default=None)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--results-json")
+    ap.add_argument("--results-md")
+    ap.add_argument("--only", default="abcdefg", help="subset of sections (for development)")
+    args = ap.parse_args()
+    here = os.path.dirname(os.path.abspath(__file__))
+    if args.out_dir is None:
+        args.out_dir = os.path.join(here, "out")
+    t0 = time.perf_counter()
+    ctx = Ctx(args)
+    r = {"machine": machine_info(ctx), "params": ctx.p}
+    if "a" in args.only or "c" in args.only:
+        r["a"], r["c"] = bench_pairs(ctx)
+    if "b" in args.only:
+        r["b"] = bench_python(ctx)
+    small = None
+    if "d" in args.only or "e" in args.only:
+        r["d"], small = bench_history_size(ctx)
+    if "e" in args.only:
+        r["e"] = bench_report(ctx, small)
+    if small and os.path.exists(small["path"]):
+        os.unlink(small["path"])
+    if "f" in args.only:
+        r["f"] = bench_live(ctx)
+    if "g" in args.only:
+        r["g"] = bench_startup(ctx)
+    r["elapsed_s"] = time.perf_counter() - t0
+    shutil.rmtree(ctx.tmp, ignore_errors=True)
+    if args.only != "abcdefg":
+        print(json.dumps(r, indent=1))
+        return
+    r["verdicts"] = verdicts(r)
+    md = markdown(r)
+    print(md)
+    if args.results_json:
+        with open(args.results_json, "w") as f:
+            json.dump(r, f, indent=1)
+            f.write("\n")
+    if args.results_md:
+        write_md(args.results_md, md)
+
+
+if __name__ == "__main__":
+    main()
