@@ -28,7 +28,10 @@ bool analyze_history(const std::string &path, Report &out, std::string &error,
 
 bool load_report(const std::string &path, Report &out, std::string &error,
                  std::vector<std::string> &warnings, const AnalysisOptions &opts) {
-  if (looks_like_history(path)) return analyze_history(path, out, error, warnings, opts);
+  // The content decides; a .tseal name that is not a history gets the
+  // history reader's own "not a torchseal history file" error.
+  bool tseal_name = path.size() >= 6 && path.compare(path.size() - 6, 6, ".tseal") == 0;
+  if (tseal_name || looks_like_history(path)) return analyze_history(path, out, error, warnings, opts);
   return read_report_file(path, out, error);
 }
 

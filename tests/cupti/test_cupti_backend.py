@@ -28,7 +28,8 @@ import re
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# run.py (tests/integration) holds the shared integration helpers and checks.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
 import run as it  # noqa: E402  (run.py: the integration helpers and report checks)
 
 EXAMPLE = "planted_leaks"

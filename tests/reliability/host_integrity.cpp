@@ -21,6 +21,7 @@
 #include <string>
 
 extern "C" int rel_hello(void);
+extern "C" int rel_base_marker(void);
 extern "C" int rel_puts_calls(void);
 
 namespace {
@@ -70,6 +71,7 @@ int main() {
   std::atexit(at_b);
   std::atexit(at_c);
 
+  check("base_loaded", rel_base_marker() == 7, "rel_base_marker()");
   int h = rel_hello();
   check("rtld_next_function", h == 11, "rel_hello()=" + std::to_string(h));
   int before = rel_puts_calls();

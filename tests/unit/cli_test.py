@@ -73,8 +73,13 @@ with tempfile.TemporaryDirectory() as d:
         f.write(json.dumps(REPORT)[:200])
     one_error_line(run(["report", bad]), "malformed JSON", "truncated JSON")
     one_error_line(run(["report", os.path.join(d, "missing.json")]), "No such file", "missing file")
-    one_error_line(run(["report", os.path.join(d, "x.tseal")]), "history files are not supported yet",
-                   ".tseal")
+    not_history = os.path.join(d, "x.tseal")
+    with open(not_history, "w") as f:
+        f.write("this is not a history file\n")
+    one_error_line(run(["report", not_history]), "is not a torchseal history file",
+                   "foreign .tseal")
+    one_error_line(run(["report", os.path.join(d, "missing.tseal")]), "No such file",
+                   "missing .tseal")
     one_error_line(run(["report", good, "--format", "xml"]), "--format", "bad --format")
     one_error_line(run(["frobnicate"]), "unknown command", "unknown subcommand")
     one_error_line(run([]), "subcommand", "no subcommand")

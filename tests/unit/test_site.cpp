@@ -5,9 +5,12 @@
 using namespace torchseal;
 
 namespace {
+// Each call is its own physical frame (distinct return address) unless an
+// address is given: inlined levels of one frame share their address.
 NativeFrame frame(std::string fn, std::string module, std::string file = "", int line = 0,
-                  uint64_t addr = 0x1000) {
-  return NativeFrame{std::move(fn), std::move(file), line, std::move(module), addr};
+                  uint64_t addr = 0) {
+  static uint64_t next = 0x1000;
+  return NativeFrame{std::move(fn), std::move(file), line, std::move(module), addr ? addr : next += 16};
 }
 }  // namespace
 
@@ -39,6 +42,22 @@ TEST_CASE("trimming keeps user functions whose names merely resemble CUDA's", "[
   // A library named like libcuda but not libcuda.* is the user's.
   t = trim_frames({frame("f", "/x/libcudamyproj.so"), frame("main", "/app")});
   CHECK(t.size() == 2);
+}
+
+TEST_CASE("a static runtime's inlined helpers go with their API frame", "[site]") {
+  // cudaMalloc in the user's binary with a lambda inlined into it: both
+  // levels share one return address; the lambda's name says nothing.
+  auto t = trim_frames({frame("x", "/l/libtorchseal.so"),
+                        frame("operator()", "/app", "runtime_memory.cpp", 33, 0x5000),
+                        frame("cudaMalloc", "/app", "runtime_internal.h", 133, 0x5000),
+                        frame("leak_device_buffer()", "/app", "planted.cpp", 42),
+                        frame("main", "/app", "planted.cpp", 101)});
+  REQUIRE(t.size() == 2);
+  CHECK(t[0].function == "leak_device_buffer()");
+  // A user function with something inlined into it stays whole.
+  t = trim_frames({frame("helper()", "/app", "a.cpp", 5, 0x6000),
+                   frame("user()", "/app", "a.cpp", 9, 0x6000), frame("main", "/app")});
+  CHECK(t.size() == 3);
 }
 
 TEST_CASE("nameless frames are trimmed only when a CUDA API frame follows", "[site]") {
