@@ -81,6 +81,7 @@ int mixed(uint64_t n_events) {
   while (events < n_events) {
     double p_alloc = lifo.size() < 16 ? 0.7 : lifo.size() > 256 ? 0.3 : 0.5;
     if (events + lifo.size() + longlived.size() + 1 >= n_events) p_alloc = 0;  // drain
+    if (lifo.empty() && longlived.empty()) p_alloc = 1;
     if (rng.uniform() < p_alloc) {
       uint64_t site = rng.next() % (kPaths * kDepths);
       AllocReq r{draw_size(rng), nullptr};
@@ -111,9 +112,8 @@ int mixed(uint64_t n_events) {
     } else if (!longlived.empty()) {
       free_one(longlived.back());
       longlived.pop_back();
-    } else {
-      break;
     }
+    if (p_alloc == 0 && lifo.empty() && longlived.empty()) break;
   }
   std::printf("{\"mode\":\"mixed\",\"events\":%llu,\"allocs\":%llu,\"frees\":%llu,"
               "\"failed_allocs\":%llu,\"distinct_sites\":%d}\n",
