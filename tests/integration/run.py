@@ -371,7 +371,8 @@ def check_report(check, exp, report, result, pid, prefix):
                 continue
             if key in want:
                 check.eq("%s: %s" % (label, key), leak.get(key), want[key], short(leak))
-        check.eq("%s: detected_at" % label, leak.get("detected_at"), "exit")
+        check.eq("%s: detected_at" % label, leak.get("detected_at"),
+                 want.get("detected_at", "exit"))
         check_frame(check, label, leak, exp, want["site"], want.get("function"))
 
     check.eq("summary.leaked_bytes", summary.get("leaked_bytes"), exp.leaked_bytes)
