@@ -8,6 +8,7 @@ namespace torchseal {
 
 namespace {
 thread_local uint32_t t_stripe __attribute__((tls_model("initial-exec"))) = 0;
+thread_local uint32_t t_events __attribute__((tls_model("initial-exec"))) = 0;
 std::atomic<uint32_t> g_next_stripe{1};
 
 uint32_t my_stripe() {
@@ -26,6 +27,17 @@ void Counters::add_event(uint64_t self_ns) {
   Stripe &s = stripes_[my_stripe() % kStripes];
   s.events.fetch_add(1, std::memory_order_relaxed);
   s.self_ns.fetch_add(self_ns, std::memory_order_relaxed);
+}
+
+void Counters::end_event(uint64_t t0) {
+  static_assert((kSelfSample & (kSelfSample - 1)) == 0);
+  uint32_t n = ++t_events;
+  Stripe &s = stripes_[my_stripe() % kStripes];
+  s.events.fetch_add(1, std::memory_order_relaxed);
+  if (n <= kSelfSample)
+    s.self_ns.fetch_add(now_ns() - t0, std::memory_order_relaxed);
+  else if ((n & (kSelfSample - 1)) == 0)
+    s.self_ns.fetch_add((now_ns() - t0) * kSelfSample, std::memory_order_relaxed);
 }
 
 void Counters::add_live(int64_t delta) {

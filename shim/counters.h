@@ -11,6 +11,12 @@ namespace torchseal {
 class Counters {
  public:
   void add_event(uint64_t self_ns);
+  // Ends an event that started at `t0` (now_ns()): counts it, and its self
+  // time exactly for a thread's first kSelfSample events, then on one event
+  // in kSelfSample scaled by kSelfSample. The closing clock read was a
+  // quarter of the shim's per-pair wall time (bench/RESULTS.md).
+  void end_event(uint64_t t0);
+  static constexpr uint32_t kSelfSample = 16;
   void add_live(int64_t delta);
   uint64_t events() const;
   double self_seconds() const;

@@ -470,11 +470,19 @@ void crash_flush(int timeout_ms) {
 void finish(bool clean) {
   State &s = S();
   if (!s.thread_running) return;
+  // A dump asked for just before exit (an OOM right before the program
+  // gives up) is still written, after the writer stops.
+  int pending = s.dump_request.exchange(0);
   s.stop.store(true);
-  request_dump("none");
-  s.dump_request.store(0);
+  uint64_t one = 1;
+  if (s.wake_fd >= 0) {
+    ssize_t ignored = write(s.wake_fd, &one, sizeof one);
+    (void)ignored;
+  }
   pthread_join(s.thread, nullptr);
   s.thread_running = false;
+  pending = pending ? pending : s.dump_request.exchange(0);
+  if (pending && clean) write_report(trigger_name(pending));
   pass();
   if (s.file_ok.load()) {
     std::vector<uint8_t> out;

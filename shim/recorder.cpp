@@ -16,6 +16,10 @@ namespace {
 // retries after OOM (PyTorch frees its cache and tries again) may fail often.
 constexpr size_t kMaxOomSnapshots = 8;
 constexpr size_t kMaxInvalidFrees = 1000;
+// OOM dumps: the first OOM writes P.<n>.json with trigger "oom"; an allocator
+// that retries in a loop gets at most one automatic dump per interval.
+constexpr uint64_t kOomDumpIntervalNs = 30ull * 1000 * 1000 * 1000;
+std::atomic<uint64_t> g_last_oom_dump{0};
 
 Event make_event(Op op, ApiId api, Family family, uint64_t t, uint64_t addr, uint64_t size) {
   Event e{};
@@ -44,8 +48,10 @@ LiveAlloc to_live_alloc(const LiveRecord &r, DetectedAt at) {
 }  // namespace
 
 StackId Recorder::capture() {
-  uint64_t ips[256];
-  int n = capture_stack(ips, std::min(stack_depth, 256));
+  // Interned straight from the unwinder's buffer: no copy (bench/RESULTS.md).
+  uint64_t buf[kCaptureBufFrames];
+  int n;
+  const uint64_t *ips = capture_stack_inplace(buf, std::min(stack_depth, 256), &n);
   return stacks_.intern(ips, n);
 }
 
@@ -73,7 +79,7 @@ void Recorder::on_alloc(ApiId api, Family family, uint64_t addr, uint64_t size, 
     e.context = context;
     history::append(e);
   }
-  counters().add_event(now_ns() - t0);
+  counters().end_event(t0);
 }
 
 FreeToken Recorder::on_free(ApiId api, Family family, uint64_t addr, uint64_t) {
@@ -99,7 +105,7 @@ FreeToken Recorder::on_free(ApiId api, Family family, uint64_t addr, uint64_t) {
     ++invalid_frees_total_;
     if (invalid_frees_.size() < kMaxInvalidFrees) invalid_frees_.push_back(f);
   }
-  counters().add_event(now_ns() - t0);
+  counters().end_event(t0);
   return t;
 }
 
@@ -142,6 +148,10 @@ void Recorder::on_oom(ApiId api, Family family, uint64_t size, int device) {
     keep = ooms_.size() < kMaxOomSnapshots;
     ++ooms_total_;
   }
+  uint64_t last = g_last_oom_dump.load(std::memory_order_relaxed);
+  if ((last == 0 || t0 - last >= kOomDumpIntervalNs) &&
+      g_last_oom_dump.compare_exchange_strong(last, t0 | 1))
+    history::request_dump("oom");
   if (keep) {
     for (LiveTable *t : {&live_, &vmm_})
       t->for_each([&](const LiveRecord &r) {
@@ -150,7 +160,7 @@ void Recorder::on_oom(ApiId api, Family family, uint64_t size, int device) {
     Guard g(misc_lock_);
     ooms_.push_back(std::move(o));
   }
-  counters().add_event(now_ns() - t0);
+  counters().end_event(t0);
 }
 
 void Recorder::on_teardown(ApiId api, int device, uint32_t context) {

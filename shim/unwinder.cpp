@@ -56,21 +56,25 @@ const char *unwinder_init() {
   return "glibc backtrace";
 }
 
-int capture_stack(uint64_t *out, int max) {
-  constexpr int kSlack = 12;  // our own frames, dropped below
-  void *buf[256 + kSlack];
-  int want = max + kSlack;
-  if (want > static_cast<int>(sizeof buf / sizeof buf[0])) want = sizeof buf / sizeof buf[0];
-  int n = g_unw_backtrace ? g_unw_backtrace(buf, want) : backtrace(buf, want);
+const uint64_t *capture_stack_inplace(uint64_t (&buf)[kCaptureBufFrames], int max, int *n_out) {
+  static_assert(sizeof(void *) == sizeof(uint64_t));
+  int want = max + kCaptureSlack;
+  if (want > kCaptureBufFrames) want = kCaptureBufFrames;
+  auto *raw = reinterpret_cast<void **>(buf);
+  int n = g_unw_backtrace ? g_unw_backtrace(raw, want) : backtrace(raw, want);
   int i = 0;
-  while (i < n) {
-    auto ip = reinterpret_cast<uintptr_t>(buf[i]);
-    if (ip < g_self_lo || ip >= g_self_hi) break;
-    ++i;
-  }
-  int k = 0;
-  for (; i < n && k < max; ++i) out[k++] = reinterpret_cast<uintptr_t>(buf[i]);
-  return k;
+  while (i < n && buf[i] >= g_self_lo && buf[i] < g_self_hi) ++i;
+  int k = n - i;
+  *n_out = k < max ? k : max;
+  return buf + i;
+}
+
+int capture_stack(uint64_t *out, int max) {
+  uint64_t buf[kCaptureBufFrames];
+  int n;
+  const uint64_t *ips = capture_stack_inplace(buf, max, &n);
+  memcpy(out, ips, static_cast<size_t>(n) * sizeof(uint64_t));
+  return n;
 }
 
 }  // namespace torchseal

@@ -19,4 +19,11 @@ const char *unwinder_init();
 // inside torchseal itself removed. Returns the number stored.
 int capture_stack(uint64_t *out, int max);
 
+// Same, without the copy (the hot path): unwinds into `buf` (room for
+// kCaptureBufFrames) and returns where the first non-torchseal frame is;
+// `*n` gets the number of frames kept (at most `max`).
+constexpr int kCaptureSlack = 12;  // our own frames, dropped
+constexpr int kCaptureBufFrames = 256 + kCaptureSlack;
+const uint64_t *capture_stack_inplace(uint64_t (&buf)[kCaptureBufFrames], int max, int *n);
+
 }  // namespace torchseal

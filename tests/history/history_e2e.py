@@ -8,7 +8,8 @@
    summary counts: one event model, one analysis.
 2. The file cut at random points reports without crashing and warns
    "truncated".
-3. A foreign file is rejected with a one-line error and exit status 2.
+3. The first OOM wrote an automatic dump P.1.json with trigger "oom".
+4. A foreign file is rejected with a one-line error and exit status 2.
 """
 import json
 import os
@@ -51,6 +52,15 @@ def main():
             failures.append("OOM count differs")
         if len(direct["invalid_frees"]) != len(replayed["invalid_frees"]):
             failures.append("invalid-free count differs")
+
+        # The program's OOM wrote an automatic dump, with the OOM forensics.
+        try:
+            with open(prefix + ".1.json") as f:
+                oom_dump = json.load(f)
+            if oom_dump["trigger"] != "oom" or not oom_dump["ooms"] or not oom_dump["ooms"][0]["top_sites"]:
+                failures.append(f"OOM dump: trigger {oom_dump['trigger']!r}, ooms {oom_dump['ooms']!r}")
+        except OSError as e:
+            failures.append(f"no automatic OOM dump: {e}")
 
         data = open(prefix + ".tseal", "rb").read()
         rng = random.Random(1234)

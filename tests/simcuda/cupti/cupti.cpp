@@ -27,6 +27,9 @@ static_assert(CUPTI_DRIVER_TRACE_CBID_SIZE <= kMaxCbid && CUPTI_RUNTIME_TRACE_CB
               CUPTI_CBID_RESOURCE_SIZE <= kMaxCbid);
 
 std::mutex g_mutex;
+// Held across fork() so a child never inherits it locked.
+[[maybe_unused]] const int g_atfork = pthread_atfork([] { g_mutex.lock(); }, [] { g_mutex.unlock(); },
+                                                     [] { g_mutex.unlock(); });
 // The subscriber object is static: a callback already in flight on another
 // thread may still read it after cuptiUnsubscribe.
 CUpti_Subscriber_st g_subscriber;

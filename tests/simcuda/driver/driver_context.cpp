@@ -267,6 +267,39 @@ CUresult CUDAAPI cuCtxSynchronize(void)
     return CUDA_SUCCESS;
 }
 
+// CUDA 13.0's explicit-context variants (cuda.h keeps the old signatures as
+// the defaults; a caller that asks for them by name, or a tool that resolves
+// the newest variant, gets these). ctx == NULL means the current context.
+CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx)
+{
+    SIM_REQUIRE_INIT();
+    if (!ctx)
+        return cuCtxSynchronize();
+    Lock lock(driver_mutex());
+    if (!g_contexts.count(ctx))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (!ctx->alive)
+        return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+    pools_sync_locked(ctx->device);
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
+{
+    SIM_REQUIRE_INIT();
+    if (!ctx)
+        return cuCtxGetDevice(device);
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
+    Lock lock(driver_mutex());
+    if (!g_contexts.count(ctx))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (!ctx->alive)
+        return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+    *device = ctx->device;
+    return CUDA_SUCCESS;
+}
+
 CUresult CUDAAPI cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)
 {
     SIM_REQUIRE_INIT();

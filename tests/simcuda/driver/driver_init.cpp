@@ -1,6 +1,8 @@
 // Driver configuration (environment), cuInit, CUDA_INJECTION64_PATH, version
 // and error-string queries.
+#include <atomic>
 #include <dlfcn.h>
+#include <pthread.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -106,6 +108,19 @@ std::mutex &driver_mutex()
     return m;
 }
 
+namespace {
+// fork() while another thread holds the driver lock would leave the child's
+// copy locked forever (PyTorch's DataLoader forks workers from a process whose
+// other threads may be inside CUDA). Hold the lock across fork so the child
+// starts with it free and the state it guards consistent.
+void fork_prepare() { driver_mutex().lock(); }
+void fork_release() { driver_mutex().unlock(); }
+[[maybe_unused]] const int g_atfork = [] {
+    driver_mutex();  // construct before the first fork
+    return pthread_atfork(fork_prepare, fork_release, fork_release);
+}();
+}  // namespace
+
 }  // namespace simcuda
 
 using namespace simcuda;
@@ -158,6 +173,23 @@ CUresult CUDAAPI cuGetErrorName(CUresult error, const char **str)
         return CUDA_ERROR_INVALID_VALUE;
     *str = lookup(error, true);
     return *str ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+// Driver log callbacks (PyTorch registers one at lazy init). simcuda emits no
+// driver logs, so a registration only hands out a unique handle.
+CUresult CUDAAPI cuLogsRegisterCallback(CUlogsCallback callbackFunc, void *,
+                                        CUlogsCallbackHandle *callback_out)
+{
+    if (!callbackFunc || !callback_out)
+        return CUDA_ERROR_INVALID_VALUE;
+    static std::atomic<uintptr_t> next{1};
+    *callback_out = reinterpret_cast<CUlogsCallbackHandle>(next.fetch_add(1) * 16);
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuLogsUnregisterCallback(CUlogsCallbackHandle callback)
+{
+    return callback ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 }  // extern "C"

@@ -1,6 +1,7 @@
 // Driver loading, per-thread state (current device, last error), the
 // primary-context binding, errors, versions and driver entry points.
 #include <dlfcn.h>
+#include <pthread.h>
 
 #include <atomic>
 #include <cstdio>
@@ -32,6 +33,15 @@ std::atomic<unsigned> g_generation[kMaxDevices];
 cudaError_t load()
 {
     void *h = dlopen("libcuda.so.1", RTLD_NOW);
+    // g_ctx_mutex is held across fork() so a child never inherits it locked.
+    // It is taken before the driver's lock (ensure_context retains the
+    // primary context under it), and prepare handlers run in reverse order
+    // of registration: registering after libcuda's own handler makes the
+    // prepare order g_ctx_mutex, then the driver's.
+    static const int atfork = pthread_atfork([] { g_ctx_mutex.lock(); },
+                                             [] { g_ctx_mutex.unlock(); },
+                                             [] { g_ctx_mutex.unlock(); });
+    (void)atfork;
     if (!h)
         return cudaErrorInsufficientDriver;
     g_drv.getProcAddress =

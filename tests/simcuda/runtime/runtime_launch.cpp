@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <atomic>
 
+#include <cuda_profiler_api.h>
+
 #include "runtime_internal.h"
 
 using namespace simcudart;
@@ -181,5 +183,25 @@ cudaError_t CUDARTAPI cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode 
 {
     return mode ? cudaSuccess : set_error(cudaErrorInvalidValue);
 }
+
+cudaError_t CUDARTAPI cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **)
+{
+    if (!config)
+        return set_error(cudaErrorInvalidValue);
+    if (!func)
+        return set_error(cudaErrorInvalidDeviceFunction);
+    return record_launch();
+}
+
+cudaError_t CUDARTAPI cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t *config, const void *func,
+                                               void **args)
+{
+    return cudaLaunchKernelExC(config, func, args);
+}
+
+// No profiler is attached; starting and stopping it succeed (cudaProfilerStart
+// is what torch.cuda.profiler.start() calls).
+cudaError_t CUDARTAPI cudaProfilerStart(void) { return cudaSuccess; }
+cudaError_t CUDARTAPI cudaProfilerStop(void) { return cudaSuccess; }
 
 }  // extern "C"

@@ -232,4 +232,37 @@ cudaError_t CUDARTAPI cudaPointerGetAttributes(cudaPointerAttributes *attributes
     return cudaSuccess;
 }
 
+// Pitched copies row by row (unified addressing: the driver resolves both
+// sides). torch uses cudaMemcpy2DAsync for some strided host<->device copies.
+cudaError_t CUDARTAPI cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch,
+                                        size_t width, size_t height, cudaMemcpyKind kind,
+                                        cudaStream_t stream)
+{
+    SIM_RT_INIT();
+    if (!valid_kind(kind))
+        return set_error(cudaErrorInvalidMemcpyDirection);
+    if (height > 0 && (width > dpitch || width > spitch))
+        return set_error(cudaErrorInvalidPitchValue);
+    for (size_t row = 0; row < height; ++row)
+        if (CUresult r = drv().cuMemcpyAsync(dp(static_cast<char *>(dst) + row * dpitch),
+                                             dp(static_cast<const char *>(src) + row * spitch),
+                                             width, stream))
+            return ret(r);
+    return cudaSuccess;
+}
+
+cudaError_t CUDARTAPI cudaMemcpy2DAsync_ptsz(void *dst, size_t dpitch, const void *src,
+                                             size_t spitch, size_t width, size_t height,
+                                             cudaMemcpyKind kind, cudaStream_t stream)
+{
+    return cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, kind, stream);
+}
+
+cudaError_t CUDARTAPI cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch,
+                                   size_t width, size_t height, cudaMemcpyKind kind)
+{
+    cudaError_t e = cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, kind, nullptr);
+    return e;
+}
+
 }  // extern "C"

@@ -149,4 +149,80 @@ cudaError_t CUDARTAPI cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEve
     return ret(drv().cuEventElapsedTime(ms, start, end));
 }
 
+// Stream capture is not simulated: every stream reports NONE, with id 0 and
+// no graph or dependencies (what PyTorch's RNG and allocator ask before use).
+cudaError_t CUDARTAPI cudaStreamGetCaptureInfo(cudaStream_t stream,
+                                               cudaStreamCaptureStatus *captureStatus_out,
+                                               unsigned long long *id_out, cudaGraph_t *graph_out,
+                                               const cudaGraphNode_t **dependencies_out,
+                                               const cudaGraphEdgeData **edgeData_out,
+                                               size_t *numDependencies_out)
+{
+    SIM_RT_INIT();
+    if (!captureStatus_out)
+        return set_error(cudaErrorInvalidValue);
+    if (CUresult r = drv().cuStreamIsCapturing(
+            stream, reinterpret_cast<CUstreamCaptureStatus *>(captureStatus_out)))
+        return ret(r);
+    if (id_out)
+        *id_out = 0;
+    if (graph_out)
+        *graph_out = nullptr;
+    if (dependencies_out)
+        *dependencies_out = nullptr;
+    if (edgeData_out)
+        *edgeData_out = nullptr;
+    if (numDependencies_out)
+        *numDependencies_out = 0;
+    return cudaSuccess;
+}
+
+cudaError_t CUDARTAPI cudaStreamGetCaptureInfo_ptsz(cudaStream_t stream,
+                                                    cudaStreamCaptureStatus *captureStatus_out,
+                                                    unsigned long long *id_out,
+                                                    cudaGraph_t *graph_out,
+                                                    const cudaGraphNode_t **dependencies_out,
+                                                    const cudaGraphEdgeData **edgeData_out,
+                                                    size_t *numDependencies_out)
+{
+    return cudaStreamGetCaptureInfo(stream, captureStatus_out, id_out, graph_out,
+                                    dependencies_out, edgeData_out, numDependencies_out);
+}
+
+// Streams are synchronous, so host functions and callbacks run at once, on
+// the calling thread, after checking the stream handle.
+cudaError_t CUDARTAPI cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *userData)
+{
+    SIM_RT_INIT();
+    if (!fn)
+        return set_error(cudaErrorInvalidValue);
+    if (CUresult r = drv().cuStreamQuery(stream))
+        return ret(r);
+    fn(userData);
+    return cudaSuccess;
+}
+
+cudaError_t CUDARTAPI cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn, void *userData)
+{
+    return cudaLaunchHostFunc(stream, fn, userData);
+}
+
+cudaError_t CUDARTAPI cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback_t callback,
+                                            void *userData, unsigned int flags)
+{
+    SIM_RT_INIT();
+    if (!callback || flags != 0)
+        return set_error(cudaErrorInvalidValue);
+    if (CUresult r = drv().cuStreamQuery(stream))
+        return ret(r);
+    callback(stream, cudaSuccess, userData);
+    return cudaSuccess;
+}
+
+cudaError_t CUDARTAPI cudaStreamAddCallback_ptsz(cudaStream_t stream, cudaStreamCallback_t callback,
+                                                 void *userData, unsigned int flags)
+{
+    return cudaStreamAddCallback(stream, callback, userData, flags);
+}
+
 }  // extern "C"
