@@ -12,10 +12,12 @@ Run: torchseal run --tensors -- python3 accumulate_loss.py
 # EXPECT: growth 1
 # EXPECT: growth-site forward
 # EXPECT: hint total_loss += loss
-# Caching allocator: the leak grows only if it outgrows the cached segments,
-# which a >1 MiB activation per step does (one 2 MiB segment per step).
-# ARGS[caching]: --numel 300000
-# EXPECT[caching]: growth-function train
+# Caching allocator: the leak shows only as new segments, so the activation
+# must outgrow the cache every step (>1 MiB: one 2 MiB segment per step). The
+# segment is then allocated by whatever request overflows the cache first,
+# here a gradient inside loss.backward(), not by the retained activation.
+# ARGS[caching]: --numel 270000 --batches 1
+# EXPECT[caching]: growth-site backward
 
 import torchseal
 import toytorch as tt
@@ -32,7 +34,7 @@ def train(args):
         opt.zero_grad()
         pred = model(x)  # SITE: forward
         loss = tt.mse_loss(pred, y)
-        loss.backward()
+        loss.backward()  # SITE: backward
         opt.step()
         total_loss += loss
         torchseal.step()

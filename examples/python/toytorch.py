@@ -401,6 +401,7 @@ class _Storage:
     __slots__ = ("block", "allocator", "__weakref__")
 
     def __init__(self, nbytes):
+        self.block = None  # __del__ runs even when malloc raises
         self.allocator = _alloc()
         self.block = self.allocator.malloc(nbytes)
 
@@ -686,7 +687,8 @@ def mse_loss(pred, target):
     the result's graph holds `pred` and `target`."""
     if pred.numel != target.numel:
         raise ValueError(f"shape mismatch: {pred.numel} vs {target.numel}")
-    value = math.fsum(d * d for d in map(operator.sub, pred._host, target._host)) / pred.numel
+    diff = array.array("f", map(operator.sub, pred._host, target._host))
+    value = math.fsum(map(operator.mul, diff, diff)) / pred.numel
     return Tensor._result(array.array("f", [value]), (pred, target), _grad_mse)
 
 

@@ -13,12 +13,12 @@ import sys
 import toytorch as tt
 
 
-def parse_args(doc, steps=30, numel=4096):
+def parse_args(doc, steps=30, numel=4096, batches=4):
     ap = argparse.ArgumentParser(description=(doc or "").strip().splitlines()[0])
     ap.add_argument("--steps", type=int, default=steps, help="training steps (default %(default)s)")
     ap.add_argument("--numel", type=int, default=numel,
                     help="float32 elements per sample (default %(default)s: 16 KiB)")
-    ap.add_argument("--batches", type=int, default=4, help="distinct batches, cycled (default %(default)s)")
+    ap.add_argument("--batches", type=int, default=batches, help="distinct batches, cycled (default %(default)s)")
     args = ap.parse_args()
     if args.steps < 1 or args.numel < 1 or args.batches < 1:
         ap.error("--steps, --numel and --batches must be positive")

@@ -73,6 +73,39 @@ bool set_env(const char *name, const std::string &value, std::string &error) {
 }
 
 
+// ---- the `torchseal` Python helper ----
+
+// Directory holding the helper package (torchseal/__init__.py) that belongs
+// to this shim and CLI: next to the installed shim
+// (<libdir>/torchseal/python), else the build tree (build/python, a sibling
+// of build/report). Empty when neither has it.
+std::string find_python_helper(const std::string &shim) {
+  std::vector<std::string> dirs;
+  size_t slash = shim.rfind('/');
+  if (slash != std::string::npos) dirs.push_back(shim.substr(0, slash) + "/python");
+  if (std::string self = self_dir(); !self.empty()) {
+    dirs.push_back(self + "/../python");
+    dirs.push_back(self + "/../lib/torchseal/python");
+  }
+  for (const std::string &d : dirs) {
+    if (!is_file(d + "/torchseal/__init__.py")) continue;
+    char real[PATH_MAX];
+    return realpath(d.c_str(), real) ? std::string(real) : d;
+  }
+  return {};
+}
+
+// Prepends the helper to PYTHONPATH so `import torchseal` in CMD gets the
+// helper matching this shim. Not finding it is not an error: CMD may not be
+// Python at all, and the helper is only a convenience.
+bool add_python_helper(const std::string &shim, std::string &error) {
+  std::string dir = find_python_helper(shim);
+  if (dir.empty()) return true;
+  std::string path = dir;
+  if (const char *old = std::getenv("PYTHONPATH"); old && *old) path += std::string(":") + old;
+  return set_env("PYTHONPATH", path, error);
+}
+
 // ---- --fail-on-leak ----
 
 // A fresh directory for this run's reports, so every process (children,
@@ -260,8 +293,13 @@ CLI::App *add_run_command(CLI::App &app, RunOptions &opts) {
       ->check(CLI::IsMember({"off", "error", "warn", "info", "debug"}));
   cmd->add_option("--python", opts.python, "auto or off: record Python frames (TORCHSEAL_PYTHON)")
       ->check(CLI::IsMember({"auto", "off"}));
-  cmd->add_option("--torch", opts.torch, "segments or tensors (TORCHSEAL_TORCH)")
-      ->check(CLI::IsMember({"segments", "tensors"}));
+  CLI::Option *torch_opt =
+      cmd->add_option("--torch", opts.torch, "segments or tensors (TORCHSEAL_TORCH)")
+          ->check(CLI::IsMember({"segments", "tensors"}));
+  cmd->add_flag_callback("--tensors", [&opts] { opts.torch = "tensors"; },
+                         "same as --torch tensors: one allocation per tensor "
+                         "(PyTorch's cudaMallocAsync backend)")
+      ->excludes(torch_opt);
   cmd->add_option("--suppressions", opts.suppressions,
                   "file of leak:PATTERN lines (TORCHSEAL_SUPPRESSIONS)")
       ->check(CLI::ExistingFile);
@@ -319,7 +357,8 @@ int run_command(const RunOptions &opts) {
             (opts.log.empty() || set_env("TORCHSEAL_LOG", opts.log, error)) &&
             (opts.python.empty() || set_env("TORCHSEAL_PYTHON", opts.python, error)) &&
             (opts.torch.empty() || set_env("TORCHSEAL_TORCH", opts.torch, error)) &&
-            (opts.suppressions.empty() || set_env("TORCHSEAL_SUPPRESSIONS", opts.suppressions, error));
+            (opts.suppressions.empty() || set_env("TORCHSEAL_SUPPRESSIONS", opts.suppressions, error)) &&
+            add_python_helper(shim, error);
   if (!ok) {
     print_error(error);
     return kExitUnusable;

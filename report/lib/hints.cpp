@@ -101,26 +101,29 @@ struct Rule {
 };
 
 const std::vector<Rule> &rules() {
-  // Compiled once; const regexes are safe to share between threads.
-  static const std::vector<Rule> compiled = [] {
-    std::vector<Rule> v;
+  // Compiled once; const regexes are safe to share between threads. Never
+  // destroyed: the shim's exit report runs from a destructor, after a
+  // function-local static built by an earlier dump would have been torn down.
+  static const std::vector<Rule> *compiled = [] {
+    auto *v = new std::vector<Rule>;
     for (const RuleSpec &s : kRules) {
       Rule r{&s, std::regex(s.code), std::nullopt, std::nullopt};
       if (s.function) r.function.emplace(s.function, std::regex::ECMAScript | std::regex::icase);
       if (s.unless) r.unless.emplace(s.unless);
-      v.push_back(std::move(r));
+      v->push_back(std::move(r));
     }
     return v;
   }();
-  return compiled;
+  return *compiled;
 }
 
 // Installed packages and the standard library are not where a user fixes a
 // leak, and their code is full of `.append(` that means nothing here.
 bool is_library_file(const std::string &file) {
   if (file.empty() || file[0] == '<') return true;  // <frozen ...>, <string>, <stdin>
-  static const std::regex lib(R"(/(?:site|dist)-packages/|/lib/python[0-9.]*/|/lib64/python[0-9.]*/)");
-  return std::regex_search(file, lib);
+  static const std::regex *lib =  // never destroyed (see rules())
+      new std::regex(R"(/(?:site|dist)-packages/|/lib/python[0-9.]*/|/lib64/python[0-9.]*/)");
+  return std::regex_search(file, *lib);
 }
 
 bool search(const std::string &text, const std::regex &re, std::smatch *m = nullptr) {

@@ -1,0 +1,455 @@
+#!/usr/bin/env python3
+"""The torch tier: real PyTorch on simcuda under torchseal.
+
+    run.py SCENARIO
+
+Paths come from the environment (tests/torch/meson.build): TSEAL_TORCH_SHIM,
+TSEAL_TORCH_CLI, TSEAL_TORCH_BUILD, TSEAL_TORCH_SOURCE. Exit 0 pass, 1 fail,
+77 skip (always with a loud reason on stderr).
+
+Scenarios: env, smoke, truth-tensors, truth-segments, memory-viz, dataloader,
+and PATTERN-MODE for PATTERN in accumulate_loss, validation_no_grad,
+append_predictions, oom_retry and MODE in segments, tensors, expandable.
+"""
+import ast
+import fcntl
+import glob
+import json
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+import time
+
+SRC = os.environ.get("TSEAL_TORCH_SOURCE") or os.path.abspath(
+    os.path.join(os.path.dirname(__file__), "..", ".."))
+BUILD = os.environ.get("TSEAL_TORCH_BUILD") or os.path.join(SRC, "build")
+SHIM = os.environ.get("TSEAL_TORCH_SHIM") or os.path.join(BUILD, "shim", "libtorchseal.so")
+CLI = os.environ.get("TSEAL_TORCH_CLI") or os.path.join(BUILD, "report", "torchseal")
+EXAMPLES = os.path.join(SRC, "examples", "python", "torch")
+SIMGPU = os.path.join(SRC, "scripts", "simgpu")
+TORCH_ENV = os.path.join(SRC, "scripts", "torch-env")
+
+SKIP = 77
+failures = []
+
+
+def loud_skip(reason):
+    bar = "!" * 78
+    sys.stderr.write(f"{bar}\nSKIP torch tier: {reason}\n{bar}\n")
+    print(f"SKIP: {reason}")
+    sys.exit(SKIP)
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what, flush=True)
+    if not cond:
+        failures.append(what)
+    return cond
+
+
+def done():
+    if failures:
+        print(f"{len(failures)} check(s) failed:")
+        for f in failures:
+            print("  - " + f)
+        sys.exit(1)
+    print("all checks passed")
+    sys.exit(0)
+
+
+# ------------------------------------------------------------ environment
+def torch_env():
+    """Create (once, under a lock) or reuse the venv; return its python."""
+    os.makedirs(os.path.join(SRC, ".cache"), exist_ok=True)
+    with open(os.path.join(SRC, ".cache", "torch-env.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        t0 = time.time()
+        p = subprocess.run(["bash", TORCH_ENV], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)
+        if p.returncode != 0:
+            loud_skip("scripts/torch-env failed (exit %d): %s" %
+                      (p.returncode, (p.stderr or p.stdout).strip()[-2000:]))
+        env_dir = p.stdout.strip().splitlines()[-1]
+        if time.time() - t0 > 5:
+            print(f"torch-env: created in {time.time() - t0:.0f}s")
+    py = os.path.join(env_dir, "bin", "python")
+    if not os.path.exists(py):
+        loud_skip(f"torch-env printed {env_dir!r}, which has no bin/python")
+    return py
+
+
+def sim_env(extra=None, shim=False, mode="segments", output=None):
+    env = dict(os.environ)
+    for k in list(env):
+        if k.startswith(("TORCHSEAL_", "SIMCUDA_")) or k in (
+                "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "LD_PRELOAD",
+                "CUDA_INJECTION64_PATH"):
+            del env[k]
+    env["TORCHSEAL_BUILD_DIR"] = BUILD
+    env["PYTHONPATH"] = EXAMPLES
+    env["PYTHONUNBUFFERED"] = "1"
+    if shim:
+        env["LD_PRELOAD"] = SHIM  # first: simgpu appends simcuda after it
+        env["TORCHSEAL_OUTPUT"] = output
+    if mode == "tensors":
+        env["TORCHSEAL_TORCH"] = "tensors"
+    elif mode == "expandable":
+        env["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
+    env.update(extra or {})
+    return env
+
+
+def run(py, args, timeout=300, **kw):
+    cmd = ["bash", SIMGPU, "--build", BUILD, py] + args
+    t0 = time.time()
+    p = subprocess.run(cmd, env=sim_env(**kw), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True, timeout=timeout)
+    dt = time.time() - t0
+    shown = " ".join(a if len(a) < 80 else a[:40].replace("\n", " ") + "..." for a in args)
+    print(f"$ {shown}  [{kw.get('mode', 'segments')}, exit {p.returncode}, {dt:.1f}s]")
+    for line in p.stdout.splitlines()[-15:]:
+        print("  | " + line)
+    return p
+
+
+def importable(py):
+    """torch imports on simcuda and sees the device; cached per build."""
+    stamp = os.path.join(BUILD, "tests", "torch", "import-ok")
+    libs = [os.path.join(BUILD, "tests", "simcuda", n) for n in ("libcudart.so.13", "libcuda.so.1")]
+    if os.path.exists(stamp) and all(os.path.getmtime(stamp) > os.path.getmtime(l) for l in libs
+                                     if os.path.exists(l)):
+        return
+    p = run(py, ["-c", "import torch; assert torch.cuda.is_available(), 'is_available() is False';"
+                 "torch.zeros(1, device='cuda'); print('torch', torch.__version__)"], timeout=120)
+    if p.returncode != 0:
+        loud_skip("torch does not import (or sees no device) on simcuda:\n" + p.stdout[-3000:])
+    os.makedirs(os.path.dirname(stamp), exist_ok=True)
+    open(stamp, "w").write(p.stdout)
+
+
+def prerequisites(need_shim=True):
+    for path in [SIMGPU, TORCH_ENV] + ([SHIM, CLI] if need_shim else []):
+        if not os.path.exists(path):
+            loud_skip(f"{path} is missing (build first)")
+    py = torch_env()
+    importable(py)
+    return py
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+# ------------------------------------------------------------ scenarios
+SMOKE = r"""
+import math, os, torch
+assert torch.cuda.is_available()
+print("device", torch.cuda.get_device_name(0), torch.cuda.get_device_capability(0),
+      torch.cuda.get_device_properties(0).total_memory)
+w = torch.zeros(64, device="cuda", requires_grad=True)
+b = torch.zeros(1, device="cuda", requires_grad=True)
+opt = torch.optim.SGD([w, b], lr=0.1)
+for step in range(5):
+    x = torch.randn(128, 64, device="cuda")
+    t = torch.randn(128, device="cuda")
+    loss = ((x * w + b).sum(dim=1) - t).pow(2).mean()
+    opt.zero_grad(); loss.backward(); opt.step()
+    v = loss.item()
+    assert math.isfinite(v)
+host = torch.arange(10.0).cuda().cpu()  # copies through the host shadow
+assert host.tolist() == [float(i) for i in range(10)], host
+torch.cuda.synchronize()
+alloc, reserved = torch.cuda.memory_allocated(), torch.cuda.memory_reserved()
+assert alloc > 0 and reserved >= alloc, (alloc, reserved)
+del x, t, loss
+torch.cuda.empty_cache()
+print("OK", alloc, reserved, torch.cuda.memory_allocated(), torch.cuda.memory_reserved())
+"""
+
+
+def scenario_smoke():
+    py = prerequisites(need_shim=False)
+    for mode, conf in [("segments", None), ("tensors", "backend:cudaMallocAsync"),
+                       ("expandable", "expandable_segments:True")]:
+        extra = {"PYTORCH_CUDA_ALLOC_CONF": conf} if conf else {}
+        p = run(py, ["-c", SMOKE], extra=extra, mode="plain")
+        check(p.returncode == 0 and "OK " in p.stdout,
+              f"smoke under PYTORCH_CUDA_ALLOC_CONF={conf or '(default)'}")
+        check("not simulated" not in p.stdout, f"no unsimulated CUDA call ({conf or 'default'})")
+    done()
+
+
+def function_ranges(path):
+    tree = ast.parse(open(path).read())
+    return {n.name: (n.lineno, n.end_lineno) for n in ast.walk(tree)
+            if isinstance(n, ast.FunctionDef)}
+
+
+LEAKY_FUNCS = {
+    "accumulate_loss": ["train_leaky"],
+    "validation_no_grad": ["validate_leaky"],
+    "append_predictions": ["keep_leaky", "train"],
+    "oom_retry": ["train_leaky"],
+}
+
+
+def frames_in(entry, path):
+    return [f for f in entry.get("python_frames") or [] if f.get("file") == path]
+
+
+def describe(entry):
+    pf = entry.get("python_frames") or []
+    top = ", ".join(f"{os.path.basename(f['file'])}:{f['line']} {f['function']}" for f in pf[:3])
+    return (f"{entry.get('api')} {entry.get('kind')} "
+            f"{entry.get('bytes_per_step', entry.get('bytes'))} B/step r={entry.get('r')} [{top}]")
+
+
+def scenario_pattern(pattern, mode):
+    py = prerequisites()
+    script = os.path.join(EXAMPLES, pattern + ".py")
+    ranges = function_ranges(script)
+    extra = {}
+    if pattern == "oom_retry":
+        extra["SIMCUDA_MEMORY_BYTES"] = "256MiB"
+    with tempfile.TemporaryDirectory(prefix="tseal-torch-") as tmp:
+        reports = {}
+        for variant in ("leaky", "fixed"):
+            out = os.path.join(tmp, variant)
+            args = [script] + (["--fixed"] if variant == "fixed" else [])
+            p = run(py, args, shim=True, mode=mode, output=out, extra=extra)
+            check(p.returncode == 0, f"{pattern} {variant} ran ({mode})")
+            if not os.path.exists(out + ".json"):
+                check(False, f"{pattern} {variant} wrote {out}.json")
+                continue
+            reports[variant] = r = load(out + ".json")
+            for g in r.get("growth") or []:
+                print(f"  {variant} growth: {describe(g)}")
+            for o in r.get("ooms") or []:
+                print(f"  {variant} oom: {o.get('api')} {o.get('requested_bytes')} B")
+        if "leaky" in reports:
+            r = reports["leaky"]
+            growth = r.get("growth") or []
+            at_example = [g for g in growth if frames_in(g, script)]
+            if not check(bool(at_example), f"{pattern} leaky: growth flagged at {pattern}.py ({mode})"):
+                # Say precisely what is missing.
+                print(f"  growth entries: {len(growth)}; live allocations at exit: "
+                      f"{[describe(l) for l in r.get('leaks', [])[:5]]}")
+            else:
+                lines = {f["line"] for g in at_example for f in frames_in(g, script)}
+                in_leaky = [l for l in lines for fn in LEAKY_FUNCS[pattern]
+                            if fn in ranges and ranges[fn][0] <= l <= ranges[fn][1]]
+                check(bool(in_leaky), f"{pattern} leaky: the growth's Python line {sorted(lines)} "
+                      f"is in {LEAKY_FUNCS[pattern]}")
+            if pattern == "oom_retry":
+                check(bool(r.get("ooms")), f"{pattern} leaky: the OOM is reported ({mode})")
+        if "fixed" in reports:
+            r = reports["fixed"]
+            bad = [g for g in r.get("growth") or [] if frames_in(g, script)]
+            check(not bad, f"{pattern} fixed: no growth at {pattern}.py ({mode})"
+                  + (f": {[describe(g) for g in bad]}" if bad else ""))
+            if mode == "tensors":
+                live_user = [l for l in r.get("leaks", []) if frames_in(l, script)
+                             and l.get("kind") != "host-pinned"]
+                check(not live_user, f"{pattern} fixed: nothing from {pattern}.py live at exit "
+                      f"({[describe(l) for l in live_user]})")
+    done()
+
+
+TRUTH = r"""
+import json, os, sys, torch
+from _common import batch, setup, step, dump
+mode = sys.argv[1]
+model, opt = setup()
+kept = []
+rows = []
+for i in range(12):
+    x, t = batch()
+    loss = ((model(x) - t) ** 2).mean()
+    opt.zero_grad(); loss.backward(); opt.step()
+    if i % 3 == 0:
+        kept.append(x)  # something to grow
+    step()
+    torch.cuda.synchronize()
+    rows.append({"allocated": torch.cuda.memory_allocated(),
+                 "reserved": torch.cuda.memory_reserved()})
+    dump("step")
+json.dump(rows, open(os.environ["TRUTH_OUT"], "w"))
+"""
+
+
+def dumps_of(prefix):
+    """P.<n>.json in dump order."""
+    found = []
+    for path in glob.glob(prefix + ".*.json"):
+        n = path[len(prefix) + 1:-len(".json")]
+        if n.isdigit():
+            found.append((int(n), path))
+    return [p for _, p in sorted(found)]
+
+
+def scenario_truth(mode):
+    py = prerequisites()
+    with tempfile.TemporaryDirectory(prefix="tseal-torch-") as tmp:
+        out = os.path.join(tmp, "truth")
+        script = os.path.join(tmp, "truth.py")
+        open(script, "w").write(TRUTH)
+        rows_path = os.path.join(tmp, "rows.json")
+        p = run(py, [script, mode], shim=True, mode=mode, output=out,
+                extra={"TRUTH_OUT": rows_path})
+        if not check(p.returncode == 0 and os.path.exists(rows_path), f"truth script ran ({mode})"):
+            done()
+        rows = load(rows_path)
+        dumps = dumps_of(out)
+        check(len(dumps) == len(rows), f"one dump per step: {len(dumps)} dumps, {len(rows)} steps")
+        print(f"  {'step':>4} {'torch':>12} {'torchseal':>12} {'allocs':>6}")
+        for i, (row, path) in enumerate(zip(rows, dumps)):
+            r = load(path)
+            if mode == "tensors":
+                live = [l for l in r.get("leaks", []) if l.get("kind") == "stream-ordered"]
+                ours = sum(l["bytes"] for l in live)
+                n = sum(l["allocations"] for l in live)
+                truth = row["allocated"]
+                # torch reads the pool's UsedMemCurrent: each allocation
+                # rounded up to 512 bytes.
+                ok = ours <= truth <= ours + 512 * n
+            else:
+                ours = r["summary"]["cached_bytes"] + r["summary"]["leaked_bytes"]
+                n = r["summary"]["leaked_allocations"]
+                truth = row["reserved"]
+                ok = ours == truth
+            print(f"  {i:>4} {truth:>12} {ours:>12} {n:>6}")
+            check(ok, f"step {i}: torchseal live bytes {ours} match torch "
+                  f"{'memory_allocated' if mode == 'tensors' else 'memory_reserved'} {truth}")
+        if mode == "segments" and os.path.exists(out + ".json"):
+            s = load(out + ".json")["summary"]
+            check(s["cached_bytes"] == rows[-1]["reserved"],
+                  f"exit: cached_bytes {s['cached_bytes']} == memory_reserved() {rows[-1]['reserved']}")
+            check(s["leaked_bytes"] == 0, f"exit: no leak reported in segments mode ({s['leaked_bytes']})")
+    done()
+
+
+VIZ = r"""
+import os, torch
+from _common import batch, setup, step
+torch.cuda.memory._record_memory_history(max_entries=100000)
+model, opt = setup()
+kept = []
+for i in range(10):
+    x, t = batch()
+    loss = ((model(x) - t) ** 2).mean()
+    opt.zero_grad(); loss.backward(); opt.step()
+    kept.append(x)
+    step()
+torch.cuda.synchronize()
+torch.cuda.memory._dump_snapshot(os.environ["SNAPSHOT_OUT"])
+"""
+
+
+def scenario_memory_viz():
+    py = prerequisites()
+    with tempfile.TemporaryDirectory(prefix="tseal-torch-") as tmp:
+        out = os.path.join(tmp, "viz")
+        script = os.path.join(tmp, "viz.py")
+        open(script, "w").write(VIZ)
+        snap_path = os.path.join(tmp, "torch_snapshot.pickle")
+        p = run(py, [script], shim=True, mode="segments", output=out,
+                extra={"SNAPSHOT_OUT": snap_path})
+        if not check(p.returncode == 0 and os.path.exists(snap_path), "snapshot script ran"):
+            done()
+        ours_path = os.path.join(tmp, "ours.pickle")
+        e = subprocess.run([CLI, "export", out + ".tseal", "--memory-viz", ours_path],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if e.returncode != 0 or not os.path.exists(ours_path):
+            loud_skip("`torchseal export --memory-viz` is not available or failed:\n" + e.stdout)
+        torch_snap = pickle.load(open(snap_path, "rb"))
+        ours = pickle.load(open(ours_path, "rb"))
+
+        def segs(s):
+            return sorted((seg["address"], seg["total_size"]) for seg in s.get("segments", [])
+                          if seg.get("device", 0) == 0)
+
+        def blocks(s):
+            return sorted((b["address"], b["size"]) for seg in s.get("segments", [])
+                          for b in seg.get("blocks", []) if b.get("state") == "active_allocated")
+
+        ts, os_ = segs(torch_snap), segs(ours)
+        print(f"  segments: torch {len(ts)} ({sum(s for _, s in ts)} B), "
+              f"torchseal {len(os_)} ({sum(s for _, s in os_)} B)")
+        for a, b in zip(ts, os_):
+            print(f"    torch {a[0]:#x} {a[1]:>10}   torchseal {b[0]:#x} {b[1]:>10}")
+        check(ts == os_, "same segments (address, size) in torch's snapshot and torchseal's export")
+        tb, ob = blocks(torch_snap), blocks(ours)
+        print(f"  live blocks: torch {len(tb)} ({sum(s for _, s in tb)} B), "
+              f"torchseal {len(ob)} ({sum(s for _, s in ob)} B)")
+        only_torch = sorted(set(tb) - set(ob))
+        only_ours = sorted(set(ob) - set(tb))
+        print(f"  blocks only in torch's snapshot: {len(only_torch)}; only in torchseal's: {len(only_ours)}")
+        for a in only_torch[:5]:
+            print(f"    torch only: {a[0]:#x} {a[1]}")
+        for a in only_ours[:5]:
+            print(f"    torchseal only: {a[0]:#x} {a[1]}")
+        # In segments mode torchseal sees cudaMalloc segments, not the blocks
+        # the caching allocator carves from them; a block-level comparison
+        # needs tensors mode. Report, do not require, block equality.
+        if only_torch or only_ours:
+            print("  NOTE: live blocks differ (torchseal sees segments in segments mode)")
+    done()
+
+
+def scenario_dataloader():
+    py = prerequisites()
+    with tempfile.TemporaryDirectory(prefix="tseal-torch-") as tmp:
+        out = os.path.join(tmp, "dl-%p")
+        script = os.path.join(EXAMPLES, "dataloader_workers.py")
+        p = run(py, [script], shim=True, mode="segments", output=out,
+                extra={"EXAMPLE_STEPS": "8"})
+        check(p.returncode == 0 and "dataloader:" in p.stdout, "DataLoader training ran")
+        files = sorted(os.listdir(tmp))
+        print(f"  files: {files}")
+        jsons = [f for f in files if f.endswith(".json")]
+        check(len(jsons) == 1, f"exactly one report (the parent's): {jsons}")
+        pids = {f.split(".")[0] for f in files}
+        check(len(pids) == 1, f"workers (which never call CUDA) write nothing: {sorted(pids)}")
+        if len(jsons) == 1:
+            r = load(os.path.join(tmp, jsons[0]))
+            check(jsons[0] == f"dl-{r['process']['pid']}.json", "the report is the parent's")
+            check(r["summary"]["leaked_bytes"] == 0,
+                  f"no leak in the parent ({r['summary']['leaked_bytes']} B)")
+            check(r["summary"]["cached_bytes"] > 0, "the caching allocator's segments are cached_bytes")
+            check(r["summary"]["events"] > 0, "events recorded")
+    done()
+
+
+def main():
+    if len(sys.argv) != 2:
+        print(__doc__)
+        return 2
+    s = sys.argv[1]
+    t0 = time.time()
+    try:
+        if s == "env":
+            py = prerequisites(need_shim=False)
+            print(f"torch environment ready: {py}")
+            return 0
+        if s == "smoke":
+            scenario_smoke()
+        if s in ("truth-tensors", "truth-segments"):
+            scenario_truth(s.split("-")[1])
+        if s == "memory-viz":
+            scenario_memory_viz()
+        if s == "dataloader":
+            scenario_dataloader()
+        pattern, _, mode = s.rpartition("-")
+        if pattern in LEAKY_FUNCS and mode in ("segments", "tensors", "expandable"):
+            scenario_pattern(pattern, mode)
+    finally:
+        print(f"({s}: {time.time() - t0:.1f}s)")
+    print(f"unknown scenario {s!r}")
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
