@@ -519,11 +519,10 @@ void reset_after_fork() {
   s.stop.store(false);
   s.dump_request.store(0);
   s.registry_lock.reset_after_fork();
-  // Other threads' buffers hold the parent's events; they are gone with them.
-  for (ThreadBuf *b : s.bufs)
-    if (b != t_buf) delete b;
-  s.bufs.clear();
-  s.sealed.clear();
+  // Other threads' buffers hold the parent's events and may have been
+  // mid-update at the fork: abandon them (never free half-updated vectors).
+  new (&s.bufs) std::vector<ThreadBuf *>();
+  new (&s.sealed) std::vector<Sealed>();
   if (t_buf) {
     t_buf->lock.reset_after_fork();
     t_buf->bytes.clear();
@@ -532,7 +531,7 @@ void reset_after_fork() {
   }
   for (auto &c : s.stack_cursor) c = 0;
   s.py_cursor = 0;
-  s.py_strings.clear();
+  new (&s.py_strings) std::unordered_map<std::string, uint32_t>();
   s.modules_adds = s.modules_subs = ~0ull;
   s.events_written = 0;
 }

@@ -272,20 +272,22 @@ uint64_t Recorder::events() const { return counters().events(); }
 uint64_t Recorder::live_bytes() const { return counters().live_bytes(); }
 
 void Recorder::reset_after_fork() {
-  stacks_.reset_locks_after_fork();
-  live_.reset_locks_after_fork();
-  vmm_.reset_locks_after_fork();
-  misc_lock_.reset_after_fork();
-  // CUDA state does not survive fork: nothing the parent allocated is the
-  // child's to free or leak.
-  live_.clear();
-  vmm_.clear();
-  teardown_leaks_.clear();
-  ooms_.clear();
-  invalid_frees_.clear();
+  // Only the forking thread survives. Any other thread may have been inside
+  // one of these containers (a vector mid-reallocation, a shard mid-grow),
+  // so their memory is abandoned, never freed: freeing a half-updated
+  // vector is a double free. The child starts from empty tables; what the
+  // parent allocated is not the child's to free or leak (CUDA state does not
+  // survive fork either).
+  new (&stacks_) StackTable();
+  new (&live_) LiveTable();
+  new (&vmm_) LiveTable();
+  new (&misc_lock_) ShardLock();
+  new (&teardown_leaks_) std::vector<LiveAlloc>();
+  new (&ooms_) std::vector<OomRecord>();
+  new (&invalid_frees_) std::vector<InvalidFree>();
+  new (&step_samples_) std::vector<StepSample>();
+  new (&window_samples_) std::vector<StepSample>();
   ooms_total_ = invalid_frees_total_ = 0;
-  step_samples_.clear();
-  window_samples_.clear();
   steps_.store(0);
   windows_.store(0);
   counters().reset();

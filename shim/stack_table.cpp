@@ -1,5 +1,6 @@
 #include "stack_table.h"
 
+#include <atomic>
 #include <cstring>
 
 namespace torchseal {
@@ -11,13 +12,19 @@ constexpr int kCacheSize = 64;
 struct CacheEntry {
   uint64_t hash;
   StackId id;
+  uint32_t generation;
 };
+std::atomic<uint32_t> g_generations{0};
 thread_local CacheEntry t_cache[kCacheSize] __attribute__((tls_model("initial-exec")));
 
 StackId make_id(uint32_t shard, uint32_t local) {
   return ((local << StackTable::kShardBits) | shard) + 1;
 }
 }  // namespace
+
+// A new table (a forked child starts one) gets a new generation, so ids
+// cached by the forking thread for the old table are never returned.
+StackTable::StackTable() : generation_(g_generations.fetch_add(1) + 1) {}
 
 uint64_t StackTable::hash_ips(const uint64_t *ips, int n) {
   uint64_t h = 0x9e3779b97f4a7c15ULL ^ static_cast<uint64_t>(n);
@@ -40,7 +47,7 @@ StackId StackTable::intern(const uint64_t *ips, int n) {
   if (n <= 0) return 0;
   uint64_t h = hash_ips(ips, n);
   CacheEntry &c = t_cache[(h >> 20) & (kCacheSize - 1)];
-  if (c.hash == h) return c.id;
+  if (c.hash == h && c.generation == generation_) return c.id;
 
   uint32_t shard_no = static_cast<uint32_t>(h >> (64 - kShardBits));
   Shard &s = shards_[shard_no];
@@ -71,6 +78,7 @@ StackId StackTable::intern(const uint64_t *ips, int n) {
   }
   c.hash = h;
   c.id = id;
+  c.generation = generation_;
   return id;
 }
 

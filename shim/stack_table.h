@@ -17,6 +17,7 @@ class StackTable {
   static constexpr int kShardBits = 6;
   static constexpr int kShards = 1 << kShardBits;
 
+  StackTable();
   StackId intern(const uint64_t *ips, int n);
 
   // Copies every stack out, indexed by StackId (index 0 is the empty stack).
@@ -53,6 +54,7 @@ class StackTable {
     std::vector<uint32_t> slots;          // open addressing: local id + 1, 0 = empty
   };
   static uint64_t hash_ips(const uint64_t *ips, int n);
+  uint32_t generation_;  // per-thread caches hold ids of one table generation only
   static void grow(Shard &s);
 
   Shard shards_[kShards];
