@@ -136,6 +136,7 @@ def bench_pairs(ctx):
     depths = [5, 30, 80]
     cfgs = ["bare", "hooks", "cupti"]
     per = {c: {d: [] for d in depths} for c in cfgs}
+    real = {c: {d: [] for d in depths} for c in cfgs}
     mal = {c: {d: [] for d in depths} for c in ("bare", "heaptrack")}
     thr = {c: {t: [] for t in (1, 2, 4, 8)} for c in ("bare", "hooks")}
     for rnd in range(ctx.p["rounds"]):
@@ -145,6 +146,7 @@ def bench_pairs(ctx):
             res = gbench(ctx, ctx.bench_cuda, "BM_CudaPair/", env)
             for d in depths:
                 per[c][d].append(ns_per_iter(res[f"BM_CudaPair/depth:{d}"]))
+                real[c][d].append(res[f"BM_CudaPair/depth:{d}"]["real_time"])
             ctx.clean_tmp()
         for c in ("bare", "hooks"):
             res = gbench(ctx, ctx.bench_cuda, "BM_CudaPairThreads", ctx.env(shim=c != "bare"))
@@ -162,10 +164,10 @@ def bench_pairs(ctx):
                 mal["heaptrack"][d].append(ns_per_iter(res[f"BM_MallocPair/depth:{d}"]))
             for f in glob.glob(os.path.join(ctx.tmp, "ht*")):
                 os.unlink(f)
-    a = {"depths": {}, "raw": {"cuda": per, "malloc": mal}}
+    a = {"depths": {}, "raw": {"cuda": per, "cuda_real": real, "malloc": mal}}
     for d in depths:
         bare = median(per["bare"][d])
-        row = {"cuda_bare_ns": bare}
+        row = {"cuda_bare_ns": bare, "hooks_added_ns_real": median(real["hooks"][d]) - median(real["bare"][d])}
         for c in ("hooks", "cupti"):
             row[f"{c}_ns"] = median(per[c][d])
             row[f"{c}_added_ns"] = median(per[c][d]) - bare

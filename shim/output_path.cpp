@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 
 #include "config.h"
@@ -31,10 +32,16 @@ bool expand_output_template(const std::string &tmpl, const TemplateVars &v, std:
       }
       case 't': out += std::to_string(v.start_time); break;
       case '%': out += '%'; break;
-      default:
-        error = std::string("TORCHSEAL_OUTPUT has unknown placeholder '%") + tmpl[i] +
+      default: {
+        // Show the offending byte printably: the message must stay one line.
+        unsigned char c = static_cast<unsigned char>(tmpl[i]);
+        char shown[8];
+        if (c >= 0x20 && c < 0x7f) snprintf(shown, sizeof shown, "%c", c);
+        else snprintf(shown, sizeof shown, "\\x%02x", c);
+        error = std::string("TORCHSEAL_OUTPUT has unknown placeholder '%") + shown +
                 "' (accepted: %p %r %h %t %%)";
         return false;
+      }
     }
   }
   if (out.empty() || out.back() == '/') {

@@ -2,6 +2,8 @@
 #include <cstdio>
 
 #include "commands.h"
+#include "history_reader.h"
+#include "html_report.h"
 #include "load_report.h"
 #include "report_json.h"
 #include "report_text.h"
@@ -19,6 +21,32 @@ int print_report(const Report &r, const std::string &format) {
   return kExitOk;
 }
 
+// The page: the report, plus a live-bytes timeline streamed from the history
+// when FILE is one (a P.json has no timeline).
+int write_html(const Report &r, const ReportOptions &opts) {
+  HtmlReportInput in;
+  in.report = &r;
+  in.source = opts.file;
+  Timeline timeline;
+  if (looks_like_history(opts.file)) {
+    std::string error;
+    std::vector<std::string> warnings;
+    if (build_timeline(opts.file, timeline, error, warnings)) {
+      in.timeline = &timeline;
+    } else {
+      in.no_timeline = "No timeline: " + error;
+    }
+  } else {
+    in.no_timeline = "No timeline: FILE is a report (P.json), not a history (P.tseal).";
+  }
+  std::string error;
+  if (!write_output(opts.html, render_html_report(in), error)) {
+    print_error(error);
+    return kExitUnusable;
+  }
+  return kExitOk;
+}
+
 }  // namespace
 
 CLI::App *add_report_command(CLI::App &app, ReportOptions &opts) {
@@ -28,6 +56,9 @@ CLI::App *add_report_command(CLI::App &app, ReportOptions &opts) {
       ->check(CLI::IsMember({"text", "json"}));
   cmd->add_option("--suppressions", opts.suppressions,
                   "file of leak:PATTERN lines; matching sites move to \"Suppressions used\"");
+  cmd->add_option("--html", opts.html,
+                  "write a self-contained HTML page (timeline, leak table, flame graph) to PATH "
+                  "instead of printing; - = stdout");
   cmd->footer(
       "DESCRIPTION\n"
       "  FILE is a leak report P.json written by the detector (or by `torchseal report\n"
@@ -39,7 +70,10 @@ CLI::App *add_report_command(CLI::App &app, ReportOptions &opts) {
       "  kill is read up to the damage, with a warning containing `truncated`.\n"
       "  --suppressions applies LSan-style `leak:PATTERN` lines (see `torchseal check\n"
       "  --help`) on top of those the process used; the text report then ends with a\n"
-      "  \"Suppressions used:\" table (count, bytes, pattern).\n\n"
+      "  \"Suppressions used:\" table (count, bytes, pattern).\n"
+      "  --html PATH writes one self-contained page (no network access needed): header,\n"
+      "  live-bytes timeline per (device, kind) with step/OOM/mark markers (P.tseal only),\n"
+      "  leak table with collapsible stacks, growing sites and a flame graph of leaked bytes.\n\n"
       "EXIT STATUS\n  0 printed; 2 the file is missing, not a report, or damaged.\n\n"
       "EXAMPLES\n"
       "  torchseal report torchseal-1234.json\n"
@@ -56,6 +90,7 @@ int report_command(const ReportOptions &opts) {
     print_error(error);
     return kExitUnusable;
   }
+  if (!opts.html.empty()) return write_html(r[0], opts);
   return print_report(r[0], opts.format);
 }
 

@@ -45,6 +45,7 @@ struct ReportOptions {
   std::string file;
   std::string format = "text";
   std::string suppressions;
+  std::string html;  // --html PATH: write a self-contained HTML page instead of printing
 };
 CLI::App *add_report_command(CLI::App &app, ReportOptions &opts);
 int report_command(const ReportOptions &opts);

@@ -4,8 +4,7 @@
 #
 #   tests/fuzz/run.sh [SECONDS_PER_TARGET (default 20)] [TARGET...]
 #
-# Targets: history_reader, output_template, report_json. (The suppressions
-# parser does not exist yet; add fuzz_suppressions.cpp when it does.)
+# Targets: history_reader, output_template, report_json, suppressions.
 # New inputs found are added to tests/fuzz/corpus/<target>/ only when
 # FUZZ_MERGE=1; crashes are written to build-fuzz/crash-<target>-*: copy one
 # into the corpus once fixed and the meson 'fuzz' suite replays it forever.
@@ -15,7 +14,7 @@ root=$(cd "$here/../.." && pwd)
 out=${FUZZ_BUILD:-$root/build-fuzz}
 secs=${1:-20}
 [ $# -gt 0 ] && shift
-targets=${*:-"history_reader output_template report_json"}
+targets=${*:-"history_reader output_template report_json suppressions"}
 cxx=${CLANGXX:-clang++}
 cuda_inc=${CUDA_INCLUDE:-/usr/local/cuda/include}
 command -v "$cxx" >/dev/null || { echo "run.sh: $cxx not found (apt-get install clang)"; exit 77; }
@@ -27,7 +26,7 @@ inc="-I$root/report -I$root/report/lib -I$root/shim -isystem $cuda_inc"
 # Small compile lists: each target gets only what it calls.
 report_srcs="model/event.cpp format/event_codec.cpp format/tseal_format.cpp lib/history_reader.cpp
   lib/module_map.cpp lib/report_json.cpp lib/analysis.cpp lib/site.cpp lib/symbolizer.cpp
-  lib/elf_symtab.cpp lib/growth.cpp lib/hints.cpp"
+  lib/elf_symtab.cpp lib/growth.cpp lib/hints.cpp lib/suppressions.cpp"
 objs=""
 for s in $report_srcs; do
   o="$out/obj/$(echo "$s" | tr / _).o"

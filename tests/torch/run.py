@@ -214,6 +214,7 @@ def scenario_pattern(pattern, mode):
     extra = {}
     if pattern == "oom_retry":
         extra["SIMCUDA_MEMORY_BYTES"] = "256MiB"
+        extra["EXAMPLE_STEPS"] = "12"  # each OOM writes an OOM report
     with tempfile.TemporaryDirectory(prefix="tseal-torch-") as tmp:
         reports = {}
         for variant in ("leaky", "fixed"):

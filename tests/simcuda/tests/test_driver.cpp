@@ -1,10 +1,14 @@
 // Driver API: allocation families, errors, capacity, contexts.
 #include <setjmp.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <signal.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "test_support.h"
 
@@ -254,4 +258,53 @@ TEST_CASE("streams and events are validated and timed", "[driver]")
     CHECK(cuStreamSynchronize(s) == CUDA_ERROR_INVALID_HANDLE);
     CHECK(cuEventDestroy(a) == CUDA_SUCCESS);
     CHECK(cuEventDestroy(b) == CUDA_SUCCESS);
+}
+
+TEST_CASE("CUDA 13 explicit-context variants and driver log callbacks", "[driver]")
+{
+    CUcontext ctx = sim_primary_context();
+    CHECK(cuCtxSynchronize_v2(ctx) == CUDA_SUCCESS);
+    CHECK(cuCtxSynchronize_v2(nullptr) == CUDA_SUCCESS);  // the current context
+    CUdevice dev = -1;
+    CHECK(cuCtxGetDevice_v2(&dev, ctx) == CUDA_SUCCESS);
+    CHECK(dev == 0);
+    CHECK(cuCtxSynchronize_v2(reinterpret_cast<CUcontext>(0x1234)) == CUDA_ERROR_INVALID_CONTEXT);
+    CUlogsCallbackHandle h = nullptr;
+    CHECK(cuLogsRegisterCallback([](void *, CUlogLevel, char *, size_t) {}, nullptr, &h) ==
+          CUDA_SUCCESS);
+    CHECK(h != nullptr);
+    CHECK(cuLogsUnregisterCallback(h) == CUDA_SUCCESS);
+}
+
+// DataLoader workers fork while other threads are inside CUDA: a child must
+// never inherit the driver's lock held (pthread_atfork in driver_init.cpp).
+TEST_CASE("fork while another thread allocates: the child can use the driver", "[threads]")
+{
+    sim_primary_context();
+    std::atomic<bool> stop{false};
+    std::thread busy([&] {
+        sim_primary_context();
+        while (!stop.load()) {
+            CUdeviceptr p;
+            if (cuMemAlloc(&p, 4096) == CUDA_SUCCESS)
+                cuMemFree(p);
+        }
+    });
+    int hung = 0;
+    for (int i = 0; i < 50; ++i) {
+        pid_t pid = fork();
+        REQUIRE(pid >= 0);
+        if (pid == 0) {
+            alarm(10);  // a deadlock ends as SIGALRM
+            CUdeviceptr p;
+            _exit(cuMemAlloc(&p, 4096) == CUDA_SUCCESS && cuMemFree(p) == CUDA_SUCCESS ? 0 : 1);
+        }
+        int status = 0;
+        REQUIRE(waitpid(pid, &status, 0) == pid);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            ++hung;
+    }
+    stop = true;
+    busy.join();
+    CHECK(hung == 0);
 }

@@ -1,4 +1,5 @@
 // Runtime API on simcuda.
+#include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
 
 #include <cstring>
@@ -322,4 +323,66 @@ TEST_CASE("the current device is per thread", "[.devices]")
     REQUIRE(cudaPointerGetAttributes(&a, p) == cudaSuccess);
     CHECK(a.device == 0);
     CHECK(cudaFree(p) == cudaSuccess);
+}
+
+// What PyTorch 2.15 calls beyond the basics (tests/torch): capture queries,
+// host functions, graph-memory attributes, ExC launches, 2D copies, and the
+// driver's explicit-context synchronize that cudaDeviceSynchronize may reach.
+namespace {
+void CUDART_CB host_fn(void *p) { ++*static_cast<int *>(p); }
+void CUDART_CB stream_cb(cudaStream_t, cudaError_t, void *p) { ++*static_cast<int *>(p); }
+}  // namespace
+
+TEST_CASE("calls PyTorch makes: capture info, host funcs, graph memory, 2D copies", "[runtime]")
+{
+    cudaStream_t s = nullptr;
+    REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+    cudaStreamCaptureStatus st = cudaStreamCaptureStatusActive;
+    unsigned long long id = 7;
+    REQUIRE(cudaStreamGetCaptureInfo(s, &st, &id) == cudaSuccess);
+    CHECK(st == cudaStreamCaptureStatusNone);
+    CHECK(id == 0);
+    CHECK(cudaStreamGetCaptureInfo(s, nullptr) == cudaErrorInvalidValue);
+    CHECK(cudaGetLastError() == cudaErrorInvalidValue);
+
+    int calls = 0;
+    REQUIRE(cudaLaunchHostFunc(s, host_fn, &calls) == cudaSuccess);
+    REQUIRE(cudaStreamAddCallback(s, stream_cb, &calls, 0) == cudaSuccess);
+    CHECK(calls == 2);
+
+    unsigned long long used = 1;
+    REQUIRE(cudaDeviceGetGraphMemAttribute(0, cudaGraphMemAttrUsedMemCurrent, &used) == cudaSuccess);
+    CHECK(used == 0);
+    unsigned long long zero = 0;
+    CHECK(cudaDeviceSetGraphMemAttribute(0, cudaGraphMemAttrUsedMemHigh, &zero) == cudaSuccess);
+
+    int dummy_kernel = 0;
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(1);
+    cfg.blockDim = dim3(32);
+    cfg.stream = s;
+    CHECK(cudaLaunchKernelExC(&cfg, &dummy_kernel, nullptr) == cudaSuccess);
+
+    // A 4x3 sub-block of a 4x8 host matrix to the device and back, pitched.
+    unsigned char host[4][8], back[4][3] = {};
+    for (int r = 0; r < 4; ++r)
+        for (int c = 0; c < 8; ++c)
+            host[r][c] = static_cast<unsigned char>(r * 8 + c);
+    void *dev = nullptr;
+    REQUIRE(cudaMalloc(&dev, 64) == cudaSuccess);
+    REQUIRE(cudaMemcpy2DAsync(dev, 16, &host[0][2], 8, 3, 4, cudaMemcpyHostToDevice, s) ==
+            cudaSuccess);
+    REQUIRE(cudaMemcpy2D(back, 3, dev, 16, 3, 4, cudaMemcpyDeviceToHost) == cudaSuccess);
+    for (int r = 0; r < 4; ++r)
+        for (int c = 0; c < 3; ++c)
+            CHECK(back[r][c] == host[r][c + 2]);
+    CHECK(cudaMemcpy2D(back, 2, dev, 16, 3, 4, cudaMemcpyDeviceToHost) == cudaErrorInvalidPitchValue);
+    CHECK(cudaGetLastError() == cudaErrorInvalidPitchValue);
+
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);
+    CHECK(cudaProfilerStart() == cudaSuccess);
+    CHECK(cudaProfilerStop() == cudaSuccess);
+    CHECK(cudaFree(dev) == cudaSuccess);
+    CHECK(cudaStreamDestroy(s) == cudaSuccess);
+    CHECK(cudaGetLastError() == cudaSuccess);
 }
