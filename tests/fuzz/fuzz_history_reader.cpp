@@ -16,17 +16,18 @@
 #include "history_reader.h"
 
 namespace {
-std::string temp_path() {
-  static std::string path = [] {
+// Never destroyed: the atexit cleanup below runs after static destructors.
+const std::string &temp_path() {
+  static const std::string *path = [] {
     const char *dir = getenv("TMPDIR");
-    std::string p = std::string(dir && *dir ? dir : "/tmp") + "/tseal-fuzz-hist-XXXXXX";
-    int fd = mkstemp(p.data());
+    auto *p = new std::string(std::string(dir && *dir ? dir : "/tmp") + "/tseal-fuzz-hist-XXXXXX");
+    int fd = mkstemp(p->data());
     if (fd < 0) abort();
     close(fd);
     atexit([] { unlink(temp_path().c_str()); });
     return p;
   }();
-  return path;
+  return *path;
 }
 
 struct NullSink : torchseal::HistorySink {
