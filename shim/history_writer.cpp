@@ -27,6 +27,7 @@
 #include "recorder.h"
 #include "report_files.h"
 #include "symbolizer.h"
+#include "torch_mode.h"
 
 namespace torchseal::history {
 namespace {
@@ -498,6 +499,9 @@ void finish(bool clean) {
     w.f64(unix_now());
     w.varint(s.events_written);
     w.u8(clean ? 1 : 0);
+    // Facts only known at exit that change the verdict: PyTorch's caching
+    // allocator (live memory is cache) and a PyTorch process (pinned cache).
+    w.u8((torch_caching_allocator_in_use() ? 1 : 0) | (torch_cuda_loaded() ? 2 : 0));
     tseal::append_chunk(out, Chunk::End, payload);
     write_all(out);
   }

@@ -154,6 +154,7 @@ int64_t write_report(const char *trigger) {
     recorder().snapshot(in);
     fill_process_info(in.process);
     in.torch_caching_allocator = torch_caching_allocator_in_use();
+    in.torch_process = torch_cuda_loaded();
     in.modules = capture_module_map();
     std::string prefix = output_prefix(), error;
     if (prefix.empty()) return -1;

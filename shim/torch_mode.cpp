@@ -27,7 +27,7 @@ std::string with_async_backend(const std::string &conf) {
   return out + "backend:cudaMallocAsync";
 }
 
-bool torch_caching_allocator_in_use() {
+bool torch_cuda_loaded() {
   bool loaded = false;
   dl_iterate_phdr(
       [](dl_phdr_info *info, size_t, void *data) {
@@ -38,7 +38,11 @@ bool torch_caching_allocator_in_use() {
         return 0;
       },
       &loaded);
-  if (!loaded) return false;
+  return loaded;
+}
+
+bool torch_caching_allocator_in_use() {
+  if (!torch_cuda_loaded()) return false;
   for (const char *var : {"PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"}) {
     const char *conf = getenv(var);
     if (conf && strstr(conf, "backend:cudaMallocAsync")) return false;

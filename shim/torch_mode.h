@@ -16,4 +16,7 @@ std::string with_async_backend(const std::string &conf);
 // the cudaMallocAsync backend.
 bool torch_caching_allocator_in_use();
 
+// True when PyTorch's CUDA library (libc10_cuda) is loaded, in any mode.
+bool torch_cuda_loaded();
+
 }  // namespace torchseal

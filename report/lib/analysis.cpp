@@ -96,7 +96,11 @@ std::vector<SiteTotal> top_sites(const std::vector<LiveAlloc> &live, SiteResolve
 }  // namespace
 
 bool counts_as_cached(const AnalysisInput &in, const LiveAlloc &a) {
-  if (!in.torch_caching_allocator || a.detected_at != DetectedAt::Exit) return false;
+  if (a.detected_at != DetectedAt::Exit) return false;
+  // PyTorch keeps a pinned-host cache (cudaHostAlloc, e.g. behind .item())
+  // in every allocator mode, tensors mode included.
+  if ((in.torch_process || in.torch_caching_allocator) && a.api == ApiId::cudaHostAlloc) return true;
+  if (!in.torch_caching_allocator) return false;
   // Device: its cudaMalloc segments (seen as cuMemAlloc_v2 when cudart is
   // linked statically). Vmm: expandable_segments maps cuMemCreate handles.
   // cudaHostAlloc: its pinned-host cache. Managed and stream-ordered memory

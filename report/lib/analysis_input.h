@@ -101,6 +101,7 @@ struct AnalysisInput {
   uint64_t events = 0;                     // alloc + free events incl. OOMs and invalid frees
   double seconds_in_torchseal = 0;
   bool torch_caching_allocator = false;    // live memory at exit is cached, not leaked
+  bool torch_process = false;              // PyTorch's CUDA library is loaded (any mode)
   std::vector<StepSample> steps;           // one per step boundary, oldest first
 };
 

@@ -21,7 +21,8 @@ namespace {
 constexpr std::uintmax_t kMaxFileBytes = 4u << 20;
 constexpr size_t kMaxLineChars = 600;
 constexpr size_t kMaxScopeLines = 2000;  // lines scanned each way from a frame
-constexpr size_t kMaxUserFrames = 8;     // innermost user frames examined
+constexpr size_t kMaxUserFrames = 16;    // innermost user frames examined (a framework outside
+                                          // site-packages can take several)
 constexpr size_t kMaxCodeInHint = 80;
 
 // Where a rule looks, relative to one user frame.
@@ -65,7 +66,8 @@ constexpr RuleSpec kRules[] = {
      R"(\.(?:append|extend)\()" TS_NOT_DETACHED R"((?!\s*(?:float|int|str|len|round|bool)\())",
      nullptr, nullptr, 0,
      "`{code}` ({where}) appends a tensor to a list every step, keeping its memory (and its "
-     "autograd graph) alive; append `.item()` or `.detach()` (`.cpu()` to move it off the GPU)"},
+     "autograd graph) alive; append `.item()` for numbers, or `.cpu()` to keep a copy off the GPU "
+     "(`.detach()` drops the graph but keeps the device memory)"},
     {"validation-with-grad", Scope::Line,
      R"((?:^|[^\w.])(?:self\.)?\w*(?:model|net|module|encoder|decoder)\w*\s*\()",
      R"(valid|eval|test|infer|predict)",
@@ -88,7 +90,8 @@ constexpr RuleSpec kRules[] = {
      R"(\.(?:append|extend)\(\s*)" TS_NOT_DETACHED "(" TS_TENSORISH R"()\s*[)\[,(])", nullptr,
      nullptr, 1,
      "`{code}` ({where}) appends a tensor to a list every step, keeping its memory (and its "
-     "autograd graph) alive; append `.item()` or `.detach()` (`.cpu()` to move it off the GPU)"},
+     "autograd graph) alive; append `.item()` for numbers, or `.cpu()` to keep a copy off the GPU "
+     "(`.detach()` drops the graph but keeps the device memory)"},
 };
 
 #undef TS_NOT_DETACHED

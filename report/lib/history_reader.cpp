@@ -177,9 +177,11 @@ class Reader {
     uint64_t n = r.varint();
     bool clean = r.u8() != 0;
     if (!r.ok()) return false;
+    uint8_t flags = r.done() ? 0 : r.u8();  // absent in files from crashes
     flush_pass();
     clean_ = clean;
     sink_.on_end(t, n, clean);
+    sink_.on_exit_flags(flags);
     return true;
   }
 
@@ -437,6 +439,10 @@ class ReplaySink : public HistorySink {
     }
   }
   void on_end(double end_time, uint64_t, bool) override { in_.process.end_time = end_time; }
+  void on_exit_flags(uint8_t flags) override {
+    in_.torch_caching_allocator = flags & 1;
+    in_.torch_process = flags & 2;
+  }
 
   void finish() {
     for (auto *t : {&ptrs_, &vmm_})

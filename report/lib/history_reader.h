@@ -27,6 +27,9 @@ class HistorySink {
   // Events arrive in time order across all threads.
   virtual void on_event(const Event &) {}
   virtual void on_end(double /*end_time*/, uint64_t /*events*/, bool /*clean*/) {}
+  // Exit-time facts from the End chunk (bit 0: PyTorch caching allocator,
+  // bit 1: PyTorch process).
+  virtual void on_exit_flags(uint8_t /*flags*/) {}
 };
 
 struct HistoryReadStats {
