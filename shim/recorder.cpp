@@ -148,10 +148,6 @@ void Recorder::on_oom(ApiId api, Family family, uint64_t size, int device) {
     keep = ooms_.size() < kMaxOomSnapshots;
     ++ooms_total_;
   }
-  uint64_t last = g_last_oom_dump.load(std::memory_order_relaxed);
-  if ((last == 0 || t0 - last >= kOomDumpIntervalNs) &&
-      g_last_oom_dump.compare_exchange_strong(last, t0 | 1))
-    history::request_dump("oom");
   if (keep) {
     for (LiveTable *t : {&live_, &vmm_})
       t->for_each([&](const LiveRecord &r) {
@@ -160,6 +156,11 @@ void Recorder::on_oom(ApiId api, Family family, uint64_t size, int device) {
     Guard g(misc_lock_);
     ooms_.push_back(std::move(o));
   }
+  // After the record is in ooms_, so the dump the writer thread writes holds it.
+  uint64_t last = g_last_oom_dump.load(std::memory_order_relaxed);
+  if ((last == 0 || t0 - last >= kOomDumpIntervalNs) &&
+      g_last_oom_dump.compare_exchange_strong(last, t0 | 1))
+    history::request_dump("oom");
   counters().end_event(t0);
 }
 

@@ -17,7 +17,7 @@ h1{font-size:20px;margin:0 0 4px}h2{font-size:17px;margin:24px 0 8px;border-bott
 code,.mono{font-family:ui-monospace,monospace;font-size:12px}
 table{border-collapse:collapse;width:100%}th,td{border-bottom:1px solid #eee;padding:3px 6px;
 text-align:left;vertical-align:top}th{background:#f6f6f6}td.num{text-align:right;white-space:nowrap}
-.summary td{border:none;padding:1px 12px 1px 0}.note{color:#666;font-style:italic}
+.summary{width:auto}.summary td{border:none;padding:1px 12px 1px 0}.note{color:#666;font-style:italic}
 details summary{cursor:pointer;color:#0645ad}ol.stack{margin:4px 0;padding-left:28px}
 ol.stack li{font-family:ui-monospace,monospace;font-size:12px}.py{color:#2a6f2a}
 svg.timeline,svg.flame{width:100%;height:auto;display:block}

@@ -180,7 +180,12 @@ const char *const kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7
 
 std::string device_label(int d) { return d < 0 ? "host" : "cuda:" + std::to_string(d); }
 
-std::string seconds(double s) { return html_format(s < 10 ? "%.3f s" : "%.1f s", s); }
+std::string seconds(double s) {
+  if (s == 0) return "0 s";
+  if (s < 1e-3) return html_format("%.1f us", s * 1e6);
+  if (s < 1) return html_format("%.2f ms", s * 1e3);
+  return html_format(s < 10 ? "%.3f s" : "%.1f s", s);
+}
 
 }  // namespace
 

@@ -1,0 +1,250 @@
+#!/usr/bin/env python3
+"""Tests of `torchseal report FILE --html OUT`, checked in real headless Chromium.
+
+    run_html_tests.py NAME      NAME: planted | json_input | escaping | large_1m
+
+Environment (set by tests/html/meson.build):
+  TSEAL_HTML_CLI          the torchseal binary
+  TSEAL_HTML_FIXTURE      tests/exports' tseal_fixture (synthetic 1M-event history)
+  TSEAL_HTML_SHIM, TSEAL_HTML_SIMCUDA_DIR, TSEAL_HTML_EXAMPLE
+                          shim, simcuda build dir and planted_leaks; empty = SKIP
+  TSEAL_HTML_BUILDDIR     where the screenshot artifact goes (html-report.png)
+
+Exit status: 0 pass, 1 fail, 77 skip (loudly: no Chromium, or a part not built).
+Chromium prints every page console message as a `CONSOLE` log line (all at
+INFO level, errors included); the page has no script, so any such line fails.
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+SKIP = 77
+MAX_PAGE_BYTES = 5 * 1024 * 1024
+MAX_RENDER_SECONDS = 5.0
+PLANTED = ["leak_device_buffer", "leak_async_in_loop", "leak_pinned_staging"]
+
+
+class Fail(Exception):
+    pass
+
+
+def env(name):
+    return os.environ.get(name, "")
+
+
+def chromium():
+    for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
+        p = shutil.which(name)
+        if p:
+            return p
+    return None
+
+
+def chrome_args(extra, url):
+    return [chromium(), "--headless=new", "--no-sandbox", "--disable-gpu",
+            "--enable-logging=stderr", "--v=0", "--user-data-dir=" + env("TSEAL_HTML_PROFILE")
+            ] + extra + [url]
+
+
+def load(path, screenshot=None):
+    """Dump the DOM of `path`; returns (dom, seconds). Fails on console output."""
+    url = "file://" + os.path.abspath(path)
+    t = time.monotonic()
+    r = subprocess.run(chrome_args(["--dump-dom"], url), stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True, errors="replace", timeout=120)
+    secs = time.monotonic() - t
+    if r.returncode != 0:
+        raise Fail("chromium --dump-dom exited %d: %s" % (r.returncode, r.stderr[-2000:]))
+    bad = [l for l in r.stderr.splitlines() if "CONSOLE" in l or "Uncaught" in l]
+    if bad:
+        raise Fail("console output while loading %s:\n%s" % (path, "\n".join(bad[:20])))
+    if screenshot:
+        s = subprocess.run(chrome_args(["--screenshot=" + screenshot, "--window-size=1280,2000",
+                                        "--hide-scrollbars"], url),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           errors="replace", timeout=120)
+        if s.returncode != 0 or not os.path.exists(screenshot):
+            raise Fail("screenshot failed (%d): %s" % (s.returncode, s.stderr[-2000:]))
+        print("screenshot: %s (%d bytes)" % (screenshot, os.path.getsize(screenshot)))
+    return r.stdout, secs
+
+
+def html_report(inp, out):
+    r = subprocess.run([env("TSEAL_HTML_CLI"), "report", inp, "--html", out],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
+                       timeout=300)
+    if r.returncode != 0:
+        raise Fail("torchseal report --html exited %d: %s" % (r.returncode, r.stderr[-2000:]))
+    if r.stdout:
+        raise Fail("--html printed to stdout: %r" % r.stdout[:200])
+    if not os.path.exists(out):
+        raise Fail("no %s" % out)
+    page = open(out, encoding="utf-8", errors="replace").read()
+    # Self-contained: nothing may be fetched.
+    for pat in (r"<script[^>]*\bsrc=", r"<link\b", r"\bsrc=\"https?:", r"\bhref=\"https?:",
+                r"url\(\s*['\"]?https?:", r"@import"):
+        if re.search(pat, page, re.I):
+            raise Fail("page references external resources (%s)" % pat)
+    return page
+
+
+def run_planted(tmp):
+    shim, simcuda, exe = env("TSEAL_HTML_SHIM"), env("TSEAL_HTML_SIMCUDA_DIR"), env("TSEAL_HTML_EXAMPLE")
+    if not (shim and simcuda and exe and os.path.exists(shim) and os.path.exists(exe)):
+        return None
+    e = {k: v for k, v in os.environ.items()
+         if not k.startswith("TORCHSEAL_") and k != "LD_PRELOAD"}
+    old = e.get("LD_LIBRARY_PATH")
+    e["LD_LIBRARY_PATH"] = simcuda + (":" + old if old else "")
+    e["LD_PRELOAD"] = shim
+    prefix = os.path.join(tmp, "p")
+    e["TORCHSEAL_OUTPUT"] = prefix
+    r = subprocess.run([exe], env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                       errors="replace", timeout=120)
+    if not os.path.exists(prefix + ".tseal"):
+        raise Fail("no %s.tseal after planted_leaks (rc %d): %s" % (prefix, r.returncode,
+                                                                    r.stderr[-2000:]))
+    return prefix
+
+
+def need_planted(tmp):
+    prefix = run_planted(tmp)
+    if prefix is None:
+        print("SKIP: shim, simcuda or the planted_leaks example is not built")
+    return prefix
+
+
+def test_planted(tmp):
+    prefix = need_planted(tmp)
+    if prefix is None:
+        return SKIP
+    out = os.path.join(tmp, "p.html")
+    page = html_report(prefix + ".tseal", out)
+    if "<polyline" not in page or "class=\"flame\"" not in page:
+        raise Fail("page lacks the timeline or the flame graph")
+    shot = os.path.join(env("TSEAL_HTML_BUILDDIR") or tmp, "html-report.png")
+    dom, secs = load(out, screenshot=shot)
+    for name in PLANTED:
+        if name not in dom:
+            raise Fail("%s not in the rendered DOM" % name)
+    if dom.count("<details") < 3:
+        raise Fail("expected a collapsible stack per leak")
+    print("planted: page %d bytes, rendered in %.2f s" % (len(page), secs))
+    return 0
+
+
+def test_json_input(tmp):
+    prefix = need_planted(tmp)
+    if prefix is None:
+        return SKIP
+    out = os.path.join(tmp, "pj.html")
+    html_report(prefix + ".json", out)
+    dom, _ = load(out)
+    for name in PLANTED:
+        if name not in dom:
+            raise Fail("%s not in the rendered DOM" % name)
+    if 'id="no-timeline"' not in dom or "<polyline" in dom:
+        raise Fail("a .json input must say there is no timeline, and draw none")
+    return 0
+
+
+EVIL = "<img src=x onerror=\"document.title='pwned'\">&<script>document.title='pwned'</script>"
+
+
+def test_escaping(tmp):
+    prefix = need_planted(tmp)
+    if prefix is None:
+        return SKIP
+    rep = json.load(open(prefix + ".json"))
+    rep["process"]["argv"] = [EVIL]
+    for leak in rep["leaks"]:
+        for f in leak["frames"]:
+            if f.get("function"):
+                f["function"] = f["function"] + EVIL
+            if f.get("file"):
+                f["file"] = EVIL + f["file"]
+    evil = os.path.join(tmp, "evil.json")
+    json.dump(rep, open(evil, "w"))
+    out = os.path.join(tmp, "evil.html")
+    page = html_report(evil, out)
+    if "<img" in page or "<script" in page:
+        raise Fail("unescaped markup from the report reached the page")
+    dom, _ = load(out)
+    if "<title>pwned" in dom:
+        raise Fail("injected script ran")
+    if "<img" in dom or "<script" in dom:
+        raise Fail("injected elements in the DOM")
+    if "&lt;img src=x" not in dom:
+        raise Fail("escaped text missing from the DOM")
+    for name in PLANTED:
+        if name not in dom:
+            raise Fail("%s not in the rendered DOM" % name)
+    return 0
+
+
+def test_large_1m(tmp):
+    fixture = env("TSEAL_HTML_FIXTURE")
+    if not (fixture and os.path.exists(fixture)):
+        print("SKIP: tseal_fixture (tests/exports) is not built")
+        return SKIP
+    hist = os.path.join(tmp, "big.tseal")
+    subprocess.run([fixture, hist, "--events", "1000000"], check=True, timeout=300,
+                   stdout=subprocess.DEVNULL)
+    out = os.path.join(tmp, "big.html")
+    t = time.monotonic()
+    page = html_report(hist, out)
+    gen = time.monotonic() - t
+    size = os.path.getsize(out)
+    print("1M events: history %d bytes, page %d bytes, written in %.2f s" % (
+        os.path.getsize(hist), size, gen))
+    if size >= MAX_PAGE_BYTES:
+        raise Fail("page is %d bytes, limit %d" % (size, MAX_PAGE_BYTES))
+    for pts in re.findall(r'<polyline class="series"[^>]*points="([^"]*)"', page):
+        # Three points per bucket, plus the start and the end.
+        if len(pts.split()) > 3 * 2000 + 2:
+            raise Fail("a series has %d points: not down-sampled" % len(pts.split()))
+    if "<polyline" not in page:
+        raise Fail("no timeline for a 1M-event history")
+    dom, secs = load(out)
+    print("rendered by chromium in %.2f s" % secs)
+    if secs >= MAX_RENDER_SECONDS:
+        raise Fail("chromium took %.2f s, limit %.1f" % (secs, MAX_RENDER_SECONDS))
+    if "Leaks (" not in dom:
+        raise Fail("the rendered page lacks the leak table")
+    return 0
+
+
+TESTS = {"planted": test_planted, "json_input": test_json_input, "escaping": test_escaping,
+         "large_1m": test_large_1m}
+
+
+def main():
+    if len(sys.argv) != 2 or sys.argv[1] not in TESTS:
+        print("usage: run_html_tests.py {%s}" % "|".join(TESTS), file=sys.stderr)
+        return 2
+    if not chromium():
+        print("SKIP: *** chromium is not installed: the HTML report cannot be checked in a "
+              "browser (apt-get install chromium) ***")
+        return SKIP
+    if not (env("TSEAL_HTML_CLI") and os.path.exists(env("TSEAL_HTML_CLI"))):
+        print("SKIP: *** the torchseal CLI is not built (CLI11 missing?) ***")
+        return SKIP
+    tmp = tempfile.mkdtemp(prefix="tseal-html-")
+    os.environ["TSEAL_HTML_PROFILE"] = os.path.join(tmp, "chromium-profile")
+    try:
+        rc = TESTS[sys.argv[1]](tmp)
+    except Fail as e:
+        print("FAIL: %s (files kept in %s)" % (e, tmp))
+        return 1
+    if os.environ.get("TSEAL_HTML_KEEP") != "1":
+        shutil.rmtree(tmp, ignore_errors=True)
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
