@@ -35,6 +35,7 @@ namespace {
 using tseal::Chunk;
 
 constexpr size_t kSealBytes = 256 * 1024;  // hand a buffer to the writer past this
+constexpr size_t kPassWakeBytes = 1024 * 1024;  // sealed bytes that start a pass early
 
 struct ThreadBuf {
   ShardLock lock;
@@ -57,6 +58,7 @@ struct State {
   ShardLock registry_lock;
   std::vector<ThreadBuf *> bufs;
   std::vector<Sealed> sealed;  // full buffers waiting for the writer
+  size_t sealed_bytes = 0;     // under registry_lock
   int fd = -1;
   int wake_fd = -1;
   pthread_t thread{};
@@ -258,6 +260,7 @@ void pass() {
   {
     Guard g(s.registry_lock);
     chunks.swap(s.sealed);
+    s.sealed_bytes = 0;
     for (auto it = s.bufs.begin(); it != s.bufs.end();) {
       ThreadBuf *b = *it;
       {
@@ -437,9 +440,24 @@ void append(const Event &e) {
     // Same lock order as pass() (registry, then buffer), and the seal and the
     // push happen under both, so a pass can never see this thread's later
     // events before this earlier chunk.
-    Guard rg(s.registry_lock);
-    Guard g(b->lock);
-    if (b->bytes.size() >= kSealBytes) s.sealed.push_back(seal(*b));
+    bool wake = false;
+    {
+      Guard rg(s.registry_lock);
+      Guard g(b->lock);
+      if (b->bytes.size() >= kSealBytes) {
+        s.sealed_bytes += b->bytes.size();
+        s.sealed.push_back(seal(*b));
+        // A fast producer must not make one pass huge: a pass is what the
+        // reader holds in memory at once, so start the next one early.
+        wake = s.sealed_bytes >= kPassWakeBytes;
+        if (wake) s.sealed_bytes = 0;
+      }
+    }
+    if (wake && s.wake_fd >= 0) {
+      uint64_t one = 1;
+      ssize_t ignored = write(s.wake_fd, &one, sizeof one);
+      (void)ignored;
+    }
   }
 }
 

@@ -39,8 +39,10 @@ thread_local int t_depth __attribute__((tls_model("initial-exec"))) = 0;
 // Whether this process (not its parent, after fork) recorded anything: a
 // child that never calls CUDA writes no files.
 std::atomic<bool> g_recorded_here{false};
+std::mutex g_first_record_mutex;  // reset in a forked child (see after_fork_child)
 
 void after_fork_child() {
+  new (&g_first_record_mutex) std::mutex();
   recorder().reset_after_fork();
   py::reset_after_fork();
   history::reset_after_fork();
@@ -122,8 +124,7 @@ const char *backend_name() { return g_backend; }
 
 // First recorded call in a forked child: it gets its own history file.
 void note_first_record() {
-  static std::mutex m;
-  std::lock_guard<std::mutex> lock(m);
+  std::lock_guard<std::mutex> lock(g_first_record_mutex);
   if (g_recorded_here.load()) return;
   start_history();
   g_recorded_here.store(true);

@@ -108,6 +108,9 @@ void report_files_init(const Config &cfg) {
 }
 
 void report_files_after_fork() {
+  // The parent's writer thread may have been writing a dump at the fork: its
+  // lock would stay held forever in the child.
+  new (&g_write_mutex) std::mutex();
   g_dump_seq.store(0);
   g_prefix.clear();
   g_process.start_time = unix_now();

@@ -193,6 +193,8 @@ class Reader {
     for (const PendingEvent &p : pending_) sink_.on_event(p.e);
     events_ += pending_.size();
     pending_.clear();
+    // One unusually large pass must not pin its memory for the rest of the file.
+    if (pending_.capacity() > (1u << 20)) pending_.shrink_to_fit();
   }
 
   HistorySink &sink_;
