@@ -194,7 +194,7 @@ class Reader {
     events_ += pending_.size();
     pending_.clear();
     // One unusually large pass must not pin its memory for the rest of the file.
-    if (pending_.capacity() > (1u << 20)) pending_.shrink_to_fit();
+    if (pending_.capacity() > (1u << 16)) pending_.shrink_to_fit();
   }
 
   HistorySink &sink_;
