@@ -80,6 +80,10 @@ class Checker:
     def finish(self):
         if not self.failures:
             print("PASS: %s" % self.scenario)
+            # Measured figures (label "figure...") are reported on success too.
+            for label, value in self.context:
+                if label.startswith("figure"):
+                    print("%s: %s" % (label, value))
             return 0
         print("=" * 72)
         print("scenario: %s" % self.scenario)

@@ -47,56 +47,9 @@ SKIP = 77
 WATCHDOG = 120  # seconds per child process unless a scenario says otherwise
 
 
-class Failed(Exception):
-    pass
-
-
-class Checker:
-    def __init__(self, scenario):
-        self.scenario = scenario
-        self.failures = []
-        self.context = []
-
-    def note(self, label, value):
-        self.context.append((label, value))
-
-    def fail(self, what, actual=None, expected=None, detail=None):
-        msg = "FAIL: " + what
-        if expected is not None or actual is not None:
-            msg += "\n    expected: %r\n    actual:   %r" % (expected, actual)
-        if detail:
-            msg += "\n    " + str(detail).replace("\n", "\n    ")
-        self.failures.append(msg)
-        return False
-
-    def eq(self, what, actual, expected, detail=None):
-        return True if actual == expected else self.fail(what, actual, expected, detail)
-
-    def true(self, what, cond, detail=None):
-        return True if cond else self.fail(what, detail=detail)
-
-    def finish(self):
-        if not self.failures:
-            print("PASS: %s" % self.scenario)
-            for label, value in self.context:
-                if label.startswith("figure"):
-                    print("%s: %s" % (label, value))
-            return 0
-        print("=" * 72)
-        print("scenario: %s" % self.scenario)
-        for label, value in self.context:
-            print("%s: %s" % (label, value))
-        print("-" * 72)
-        for f in self.failures:
-            print(f)
-        print("=" * 72)
-        print("%d check(s) failed in %s" % (len(self.failures), self.scenario))
-        return 1
-
-
-def skip(reason):
-    print("SKIP: " + reason)
-    sys.exit(SKIP)
+# The assertion helpers are the integration harness's (one definition).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+from run import Checker, Failed, skip  # noqa: E402
 
 
 def cfg(name, what=None):
