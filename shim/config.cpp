@@ -130,6 +130,15 @@ bool parse_config(Config &c, std::string &error) {
       return false;
     }
   }
+  if (const char *v = env("TORCHSEAL_UNWIND")) {
+    static const std::pair<const char *, UnwindMode> kUnwind[] = {
+        {"fast", UnwindMode::Fast}, {"libunwind", UnwindMode::Libunwind},
+        {"check", UnwindMode::Check}};
+    if (!pick(v, kUnwind, c.unwind)) {
+      error = bad("TORCHSEAL_UNWIND", v, "fast, libunwind, check");
+      return false;
+    }
+  }
   if (const char *v = env("TORCHSEAL_TORCH")) {
     static const std::pair<const char *, TorchMode> kTorch[] = {
         {"segments", TorchMode::Segments}, {"tensors", TorchMode::Tensors}};

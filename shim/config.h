@@ -12,6 +12,8 @@ namespace torchseal {
 
 enum class Backend { Auto, Cupti, Hooks };
 enum class TorchMode { Segments, Tensors };
+// How native stacks are walked (shim/unwind/unwinder.h).
+enum class UnwindMode { Fast, Libunwind, Check };
 
 struct Config {
   std::string output = "torchseal-%p";  // prefix template
@@ -20,6 +22,7 @@ struct Config {
   int exit_code = -1;                   // -1: leave the exit status alone
   int stack_depth = 64;
   bool python = true;
+  UnwindMode unwind = UnwindMode::Fast;
   TorchMode torch = TorchMode::Segments;
   std::string step_range;               // regex; empty = unset
   double step_seconds = 0;              // time-window steps; 0 = off

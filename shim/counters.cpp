@@ -1,7 +1,5 @@
 #include "counters.h"
 
-#include <time.h>
-
 #include <new>
 
 namespace torchseal {
@@ -16,12 +14,6 @@ uint32_t my_stripe() {
   return t_stripe;
 }
 }  // namespace
-
-uint64_t now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 void Counters::add_event(uint64_t self_ns) {
   Stripe &s = stripes_[my_stripe() % kStripes];

@@ -6,6 +6,8 @@
 #include <atomic>
 #include <cstdint>
 
+#include "fast_clock.h"
+
 namespace torchseal {
 
 class Counters {
@@ -36,6 +38,5 @@ class Counters {
 };
 
 Counters &counters();
-uint64_t now_ns();
 
 }  // namespace torchseal

@@ -21,7 +21,7 @@
 #include "log.h"
 #include "recorder.h"
 #include "report_files.h"
-#include "unwinder.h"
+#include "unwind/unwinder.h"
 
 namespace torchseal {
 namespace {
@@ -43,6 +43,7 @@ std::mutex g_first_record_mutex;  // reset in a forked child (see after_fork_chi
 
 void after_fork_child() {
   new (&g_first_record_mutex) std::mutex();
+  unwinder_after_fork();
   recorder().reset_after_fork();
   py::reset_after_fork();
   history::reset_after_fork();
@@ -90,7 +91,7 @@ void initialise() {
   g_config = cfg;
   py::init(cfg->python);
   recorder().stack_depth = cfg->stack_depth;
-  const char *unwinder = unwinder_init();
+  const char *unwinder = unwinder_init(cfg->unwind);
   report_files_init(*cfg);
   choose_backend(*cfg);
   pthread_atfork(nullptr, nullptr, after_fork_child);
@@ -161,6 +162,7 @@ __attribute__((destructor)) void at_exit() {
   cupti::stop();
 #endif
   history::finish(true);
+  unwinder_log_summary();
   int64_t leaks = write_report("exit");
   int code = g_config ? g_config->exit_code : -1;
   if (leaks > 0 && code > 0) {

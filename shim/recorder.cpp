@@ -7,7 +7,7 @@
 #include "counters.h"
 #include "history_writer.h"
 #include "python_frames.h"
-#include "unwinder.h"
+#include "unwind/unwinder.h"
 
 namespace torchseal {
 

@@ -91,7 +91,9 @@ void encode_event(ByteWriter &w, CodecState &st, const Event &e) {
       }
     }
   }
-  st.prev_time = e.time_ns;
+  // What the decoder will reconstruct: a stamp that stepped back was
+  // encoded as delta 0, so the base must not step back either.
+  st.prev_time += dt;
 }
 
 bool decode_event(ByteReader &r, CodecState &st, Event &e) {

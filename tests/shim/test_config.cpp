@@ -45,6 +45,7 @@ TEST_CASE("every invalid value is one line naming the variable and the accepted 
       {"TORCHSEAL_TORCH", "all"},         {"TORCHSEAL_SIGNAL", "SIGKILL"},
       {"TORCHSEAL_LOG", "loud"},          {"TORCHSEAL_OUTPUT", "x-%q"},
       {"TORCHSEAL_STEP_SECONDS", "-1"},   {"TORCHSEAL_STACK_DEPTH", "12\nx"},
+      {"TORCHSEAL_UNWIND", "dwarf"},
   };
   for (auto &kv : cases) {
     EnvVar v(kv[0], kv[1]);

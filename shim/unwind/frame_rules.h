@@ -1,0 +1,108 @@
+// How to step from a frame to its caller, keyed by the frame's return
+// address. A rule is learned once per address from libunwind (which reads
+// the DWARF CFI) and applied afterwards without it: the per-frame cost drops
+// from a CFI interpretation to a table probe and two loads.
+//
+// Readers never lock. Inserts are serialised by a spin lock and publish the
+// rule before the key; a reader re-reads the key after the rule, so a slot
+// recycled by clear() is never paired with the wrong rule.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace torchseal::unwind {
+
+enum class RuleKind : uint8_t {
+  Absent = 0,
+  Step = 1,      // CFA = base + cfa_off; caller's rbp at CFA + rbp_off, or unchanged
+  End = 2,       // outermost frame: libunwind stops here too
+  Fallback = 3,  // signal frame, realigned stack, odd CFI: let libunwind walk
+};
+
+struct FrameRule {
+  RuleKind kind = RuleKind::Absent;
+  bool rbp_base = false;  // CFA is rbp-relative (else rsp-relative)
+  int32_t cfa_off = 0;
+  int32_t rbp_off = 0;    // 0: the frame leaves rbp alone
+
+  // The frame-pointer frame: CFA = rbp + 16, caller's rbp saved at CFA - 16.
+  static constexpr FrameRule frame_pointer() { return {RuleKind::Step, true, 16, -16}; }
+
+  // One word, so a table slot is a key and a value: kind in bits 0-7, the
+  // base in bit 8, cfa_off in 16-39, rbp_off (signed) in 40-63.
+  static constexpr int32_t kMaxOffset = (1 << 23) - 1;
+  constexpr uint64_t pack() const {
+    return static_cast<uint64_t>(kind) | (uint64_t{rbp_base} << 8) |
+           ((static_cast<uint64_t>(static_cast<uint32_t>(cfa_off)) & 0xffffff) << 16) |
+           ((static_cast<uint64_t>(static_cast<uint32_t>(rbp_off)) & 0xffffff) << 40);
+  }
+  static constexpr FrameRule unpack(uint64_t v) {
+    FrameRule r;
+    r.kind = static_cast<RuleKind>(v & 0xff);
+    r.rbp_base = (v >> 8) & 1;
+    r.cfa_off = static_cast<int32_t>((v >> 16) & 0xffffff);
+    r.rbp_off = static_cast<int32_t>(static_cast<uint32_t>(v >> 40) << 8) >> 8;
+    return r;
+  }
+};
+
+// The walker's common case is one compare against this.
+constexpr uint64_t kPackedFramePointer = FrameRule::frame_pointer().pack();
+static_assert(FrameRule::unpack(kPackedFramePointer).rbp_off == -16);
+
+class RuleTable {
+ public:
+  static constexpr int kBits = 17;  // 128k slots, 2 MiB of address space, touched on use
+
+  // The packed rule for `ip`, or 0 when unknown. Lock-free.
+  uint64_t find(uint64_t ip) const {
+    Slot *t = slots_.load(std::memory_order_acquire);
+    if (!t) return 0;
+    for (uint64_t i = index(ip), probes = 0; probes < kMaxProbes; ++probes, i = (i + 1) & kMask) {
+      uint64_t k = t[i].key.load(std::memory_order_acquire);
+      if (k == ip) {
+        uint64_t v = t[i].rule.load(std::memory_order_acquire);
+        return t[i].key.load(std::memory_order_relaxed) == ip ? v : 0;
+      }
+      if (!k) return 0;
+    }
+    return 0;
+  }
+  // find() limited to the home slot: the walker's inline probe. A miss here
+  // is not final; find() settles it.
+  uint64_t find_first(uint64_t ip) const {
+    Slot *t = slots_.load(std::memory_order_relaxed);
+    if (!t) return 0;
+    const Slot &s = t[index(ip)];
+    if (s.key.load(std::memory_order_acquire) != ip) return 0;
+    uint64_t v = s.rule.load(std::memory_order_acquire);
+    return s.key.load(std::memory_order_relaxed) == ip ? v : 0;
+  }
+  // Publishes a rule. False when the table is unavailable or the probe run is
+  // full (the caller then walks with libunwind).
+  bool insert(uint64_t ip, uint64_t packed);
+  // Code was unloaded: its addresses may come back holding other code.
+  void clear();
+  // Child side of fork: the inserting thread may not exist any more.
+  void reset_lock_after_fork() { lock_.store(false, std::memory_order_relaxed); }
+  size_t size() const { return used_.load(std::memory_order_relaxed); }
+
+ private:
+  struct Slot {
+    std::atomic<uint64_t> key;
+    std::atomic<uint64_t> rule;
+  };
+  static constexpr uint64_t kMask = (1ull << kBits) - 1;
+  static constexpr int kMaxProbes = 32;
+  static uint64_t index(uint64_t ip) { return (ip * 0x9e3779b97f4a7c15ULL) >> (64 - kBits); }
+  Slot *map_slots();
+
+  std::atomic<Slot *> slots_{nullptr};
+  std::atomic<bool> lock_{false};
+  std::atomic<size_t> used_{0};
+};
+
+extern RuleTable g_rules;
+
+}  // namespace torchseal::unwind

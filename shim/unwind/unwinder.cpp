@@ -1,0 +1,253 @@
+#include "unwinder.h"
+
+#include <dlfcn.h>
+#include <execinfo.h>
+#include <link.h>
+#include <pthread.h>
+
+#include <atomic>
+#include <cstring>
+
+#include "frame_rules.h"
+#include "log.h"
+#include "rule_learner.h"
+
+namespace torchseal {
+namespace {
+
+using unwind::FrameRule;
+using unwind::g_rules;
+using unwind::kPackedFramePointer;
+using unwind::RuleKind;
+
+using UnwBacktrace = int (*)(void **, int);
+using UnwSetCachingPolicy = int (*)(void *, int);
+using UnwSetCacheSize = int (*)(void *, size_t, int);
+
+UnwBacktrace g_unw_backtrace = nullptr;
+UnwindMode g_mode = UnwindMode::Libunwind;
+bool g_fast = false;  // the rule walker is usable (libunwind found, mode allows)
+
+std::atomic<uint64_t> g_learned{0};
+std::atomic<uint64_t> g_fallbacks{0};
+std::atomic<uint64_t> g_checked{0};
+std::atomic<uint64_t> g_mismatches{0};
+
+// Address range of libtorchseal's executable segments: frames in it are ours.
+uintptr_t g_self_lo = 0, g_self_hi = 0;
+
+int find_self(struct dl_phdr_info *info, size_t, void *data) {
+  auto probe = reinterpret_cast<uintptr_t>(data);
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const auto &ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_LOAD || !(ph.p_flags & PF_X)) continue;
+    uintptr_t lo = info->dlpi_addr + ph.p_vaddr, hi = lo + ph.p_memsz;
+    if (probe >= lo && probe < hi) {
+      g_self_lo = lo;
+      g_self_hi = hi;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+bool is_self(uint64_t ip) { return ip >= g_self_lo && ip < g_self_hi; }
+
+// libunwind's UNW_CACHE_PER_THREAD; spelled out so we need no link-time dep.
+constexpr int kCachePerThread = 2;
+
+// Top of this thread's stack: every load the walker makes lies in
+// [current rsp, top), so a wrong rule yields a wrong frame, never a fault.
+thread_local uint64_t t_stack_hi __attribute__((tls_model("initial-exec"))) = 0;
+
+uint64_t stack_top() {
+  if (t_stack_hi) return t_stack_hi;
+  pthread_attr_t attr;
+  uint64_t hi = 1;  // unknown: every walk falls back
+  if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+    void *addr = nullptr;
+    size_t size = 0;
+    if (pthread_attr_getstack(&attr, &addr, &size) == 0 && addr)
+      hi = reinterpret_cast<uint64_t>(addr) + size;
+    pthread_attr_destroy(&attr);
+  }
+  t_stack_hi = hi;
+  return hi;
+}
+
+uint64_t load(uint64_t addr) { return *reinterpret_cast<const uint64_t *>(addr); }
+
+struct Frame {
+  uint64_t ip, rsp, rbp;
+};
+
+// One step from frame `f` to its caller by its rule, learned first if
+// needed. Returns 1 (stepped), 0 (outermost frame) or -1 (libunwind must
+// walk). Out of line, on a copy: the frame-pointer step never gets here, and
+// the walker's registers are never spilled for it.
+__attribute__((noinline)) int general_step(Frame &f, uint64_t hi) {
+  uint64_t v = g_rules.find(f.ip);
+  FrameRule r;
+  if (v) {
+    r = FrameRule::unpack(v);
+  } else {
+    r = unwind::learn_rule(f.ip, f.rsp, f.rbp, hi);
+    g_rules.insert(f.ip, r.pack());
+    g_learned.fetch_add(1, std::memory_order_relaxed);
+  }
+  if (r.kind == RuleKind::End) return 0;
+  if (r.kind != RuleKind::Step) return -1;
+  uint64_t cfa = (r.rbp_base ? f.rbp : f.rsp) + static_cast<uint64_t>(r.cfa_off);
+  if (cfa <= f.rsp || cfa > hi) return -1;
+  uint64_t next_rbp = f.rbp;
+  if (r.rbp_off) {
+    uint64_t at = cfa + static_cast<uint64_t>(static_cast<int64_t>(r.rbp_off));
+    if (at < f.rsp || at + 8 > hi) return -1;
+    next_rbp = load(at);
+  }
+  f.ip = load(cfa - 8);
+  f.rsp = cfa;
+  f.rbp = next_rbp;
+  return f.ip ? 1 : 0;
+}
+
+// One step, the known frame-pointer frame inline.
+inline __attribute__((always_inline)) int step(uint64_t &ip, uint64_t &rsp, uint64_t &rbp,
+                                               uint64_t hi) {
+  if (g_rules.find_first(ip) == kPackedFramePointer) {
+    uint64_t cfa = rbp + 16;
+    if (cfa <= rsp || cfa > hi) return -1;
+    ip = load(rbp + 8);
+    rsp = cfa;
+    rbp = load(rbp);
+    return ip ? 1 : 0;
+  }
+  Frame f{ip, rsp, rbp};
+  int r = general_step(f, hi);
+  ip = f.ip;
+  rsp = f.rsp;
+  rbp = f.rbp;
+  return r;
+}
+
+// Walks from its own caller outwards. Returns the frames kept (leading
+// torchseal frames skipped), or -1 when libunwind must do this capture.
+__attribute__((noinline)) int fast_walk(uint64_t *out, int max) {
+  const auto *fp = static_cast<const uint64_t *>(__builtin_frame_address(0));
+  uint64_t hi = stack_top();
+  uint64_t rsp = reinterpret_cast<uint64_t>(fp) + 16;
+  // On another stack (sigaltstack, a coroutine): bounds unknown.
+  if (rsp >= hi || hi - rsp > (uint64_t{1} << 32)) return -1;
+  uint64_t ip = fp[1], rbp = fp[0];
+  for (int self = 0; is_self(ip); ++self) {
+    if (self == kCaptureSlack) return -1;
+    int r = step(ip, rsp, rbp, hi);
+    if (r <= 0) return r;
+  }
+  int n = 0;
+  for (;;) {
+    out[n++] = ip;
+    if (n == max) return n;
+    int r = step(ip, rsp, rbp, hi);
+    if (r <= 0) return r < 0 ? -1 : n;
+  }
+}
+
+const uint64_t *libunwind_capture(uint64_t (&buf)[kCaptureBufFrames], int max, int *n_out) {
+  int want = max + kCaptureSlack;
+  if (want > kCaptureBufFrames) want = kCaptureBufFrames;
+  auto *raw = reinterpret_cast<void **>(buf);
+  int n = g_unw_backtrace ? g_unw_backtrace(raw, want) : backtrace(raw, want);
+  int i = 0;
+  while (i < n && is_self(buf[i])) ++i;
+  int k = n - i;
+  *n_out = k < max ? k : max;
+  return buf + i;
+}
+
+void check_against_libunwind(const uint64_t *fast, int n, int max) {
+  uint64_t ref[kCaptureBufFrames];
+  int m;
+  const uint64_t *r = libunwind_capture(ref, max, &m);
+  g_checked.fetch_add(1, std::memory_order_relaxed);
+  if (m == n && memcmp(r, fast, static_cast<size_t>(n) * sizeof(uint64_t)) == 0) return;
+  if (g_mismatches.fetch_add(1, std::memory_order_relaxed) == 0) {
+    int at = 0;
+    while (at < n && at < m && fast[at] == r[at]) ++at;
+    log::warn("unwind check: first differing stack: fast walker %d frames, libunwind %d; "
+              "frame %d is %#llx vs %#llx",
+              n, m, at, static_cast<unsigned long long>(at < n ? fast[at] : 0),
+              static_cast<unsigned long long>(at < m ? r[at] : 0));
+  }
+}
+
+}  // namespace
+
+const char *unwinder_init(UnwindMode mode) {
+  dl_iterate_phdr(find_self, reinterpret_cast<void *>(&unwinder_init));
+  g_mode = mode;
+  void *h = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
+  if (h) {
+    g_unw_backtrace = reinterpret_cast<UnwBacktrace>(dlsym(h, "unw_backtrace"));
+    auto policy = reinterpret_cast<UnwSetCachingPolicy>(dlsym(h, "_ULx86_64_set_caching_policy"));
+    auto cache_size = reinterpret_cast<UnwSetCacheSize>(dlsym(h, "_ULx86_64_set_cache_size"));
+    auto as = reinterpret_cast<void **>(dlsym(h, "_ULx86_64_local_addr_space"));
+    if (policy && as) policy(*as, kCachePerThread);
+    if (cache_size && as) cache_size(*as, 1024, 0);
+    g_fast = mode != UnwindMode::Libunwind && g_unw_backtrace && unwind::learner_init(h);
+  }
+  if (g_fast) return mode == UnwindMode::Check ? "learned rules, checked against libunwind"
+                                               : "learned rules + libunwind";
+  if (g_unw_backtrace) return "libunwind";
+  // Warm up glibc's backtrace() (it dlopens libgcc_s on first use).
+  void *warm[2];
+  backtrace(warm, 2);
+  return "glibc backtrace";
+}
+
+const uint64_t *capture_stack_inplace(uint64_t (&buf)[kCaptureBufFrames], int max, int *n_out) {
+  static_assert(sizeof(void *) == sizeof(uint64_t));
+  if (g_fast) {
+    int want = max < kCaptureBufFrames ? max : kCaptureBufFrames;
+    int n = fast_walk(buf, want);
+    if (n >= 0) {
+      if (g_mode == UnwindMode::Check) check_against_libunwind(buf, n, want);
+      *n_out = n;
+      return buf;
+    }
+    g_fallbacks.fetch_add(1, std::memory_order_relaxed);
+  }
+  return libunwind_capture(buf, max, n_out);
+}
+
+int capture_stack(uint64_t *out, int max) {
+  uint64_t buf[kCaptureBufFrames];
+  int n;
+  const uint64_t *ips = capture_stack_inplace(buf, max, &n);
+  memcpy(out, ips, static_cast<size_t>(n) * sizeof(uint64_t));
+  return n;
+}
+
+void unwinder_code_unloaded() { g_rules.clear(); }
+
+void unwinder_after_fork() { g_rules.reset_lock_after_fork(); }
+
+void unwinder_log_summary() {
+  if (!g_fast) return;
+  uint64_t fb = g_fallbacks.load(std::memory_order_relaxed);
+  if (g_mode == UnwindMode::Check) {
+    uint64_t checked = g_checked.load(), bad = g_mismatches.load();
+    // Warn level: it is the answer the user asked for with =check.
+    log::warn("unwind check: %llu stacks compared with libunwind, %llu differed; %llu walked "
+              "by libunwind alone; %llu frame rules learned",
+              static_cast<unsigned long long>(checked), static_cast<unsigned long long>(bad),
+              static_cast<unsigned long long>(fb),
+              static_cast<unsigned long long>(g_learned.load()));
+  } else {
+    log::info("unwinder: %llu stacks handed to libunwind; %llu frame rules learned",
+              static_cast<unsigned long long>(fb),
+              static_cast<unsigned long long>(g_learned.load()));
+  }
+}
+
+}  // namespace torchseal

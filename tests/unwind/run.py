@@ -1,0 +1,116 @@
+"""run.py zoo|python|same-sites: the fast unwinder against libunwind.
+
+zoo         unwind_zoo under TORCHSEAL_UNWIND=check: no stack may differ,
+            every shape must have been compared, and the signal frames and
+            the alternate stack must have gone to libunwind.
+python      a Python program allocating through ctypes from nested Python
+            frames, on every interpreter present, under =check.
+same-sites  unwind_zoo leak under =fast and =libunwind: the two reports must
+            name the same leak sites, frame for frame.
+
+Python 3 standard library only.
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from preload import preload  # noqa: E402
+
+ENV = os.environ
+SHIM, CLI = ENV["TSEAL_UW_SHIM"], ENV["TSEAL_UW_CLI"]
+SIM, ZOO, PLUGIN = ENV["TSEAL_UW_SIMCUDA_DIR"], ENV["TSEAL_UW_ZOO"], ENV["TSEAL_UW_PLUGIN"]
+CHECK_RE = re.compile(r"unwind check: (\d+) stacks compared with libunwind, (\d+) differed; "
+                      r"(\d+) walked by libunwind alone; (\d+) frame rules learned")
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def run(cmd, tmp, unwind, extra=None):
+    env = {k: v for k, v in ENV.items() if not k.startswith("TORCHSEAL_")}
+    env.update({"LD_PRELOAD": preload(SHIM), "LD_LIBRARY_PATH": SIM,
+                "TORCHSEAL_UNWIND": unwind, "TORCHSEAL_BACKEND": "hooks",
+                "TORCHSEAL_OUTPUT": os.path.join(tmp, "P-%p")})
+    env.update(extra or {})
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=150)
+    if p.returncode != 0:
+        fail(f"{cmd} exited {p.returncode}\nstdout:\n{p.stdout}\nstderr:\n{p.stderr}")
+    return p
+
+
+def check_line(stderr):
+    m = CHECK_RE.search(stderr)
+    if not m:
+        fail("no unwind check line in stderr:\n" + stderr)
+    compared, differed, alone, rules = map(int, m.groups())
+    print(f"compared={compared} differed={differed} libunwind_alone={alone} rules={rules}")
+    if differed:
+        fail(f"{differed} of {compared} stacks differ from libunwind's:\n" + stderr)
+    return compared, alone, rules
+
+
+def zoo():
+    with tempfile.TemporaryDirectory() as tmp:
+        p = run([ZOO, PLUGIN], tmp, "check")
+        compared, alone, rules = check_line(p.stderr)
+        # 41 depths x 3, realigned, alloca, 4 x 50 threads, 15 plugin calls.
+        if compared < 41 * 3 + 2 + 200 + 15:
+            fail(f"only {compared} stacks compared")
+        if alone < 2:
+            fail(f"signal frame / alternate stack: {alone} captures went to libunwind, want >= 2")
+        if rules < 10:
+            fail(f"only {rules} rules learned")
+
+
+def python():
+    pythons = ENV.get("TSEAL_UW_PYTHONS", "").split()
+    if not pythons:
+        print("SKIP: no CPython interpreter found")
+        sys.exit(77)
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "py_alloc.py")
+    for py in pythons:
+        with tempfile.TemporaryDirectory() as tmp:
+            print(py)
+            p = run([py, script, os.path.join(SIM, "libcudart.so.13")], tmp, "check")
+            compared, _, _ = check_line(p.stderr)
+            # 14 depths x 3, a generator of 20, 10 methods, a thread of 20.
+            if compared < 92:
+                fail(f"{py}: only {compared} stacks compared")
+
+
+def sites(report):
+    with open(report) as f:
+        d = json.load(f)
+    out = []
+    for leak in d["leaks"]:
+        frames = [(fr.get("function"), fr.get("file"), fr.get("line"))
+                  for fr in leak.get("frames", [])]
+        out.append((leak.get("bytes"), leak.get("allocations"), frames))
+    return sorted(out, key=repr)
+
+
+def same_sites():
+    got = {}
+    for mode in ("fast", "libunwind"):
+        with tempfile.TemporaryDirectory() as tmp:
+            run([ZOO, "leak", PLUGIN], tmp, mode)
+            reports = [f for f in os.listdir(tmp) if f.endswith(".json")]
+            if len(reports) != 1:
+                fail(f"{mode}: expected one report, found {reports}")
+            got[mode] = sites(os.path.join(tmp, reports[0]))
+    if not got["fast"] or len(got["fast"]) < 3:
+        fail(f"expected >= 3 leak sites, got {got['fast']}")
+    if got["fast"] != got["libunwind"]:
+        fail("leak sites differ:\nfast:\n%s\nlibunwind:\n%s" % (
+            json.dumps(got["fast"], indent=1), json.dumps(got["libunwind"], indent=1)))
+    print(f"{len(got['fast'])} leak sites, identical frames")
+
+
+{"zoo": zoo, "python": python, "same-sites": same_sites}[sys.argv[1]]()
+print("PASS")

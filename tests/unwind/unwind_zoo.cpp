@@ -1,0 +1,110 @@
+// Allocates from frames of every shape (zoo_frames.cpp, built without frame
+// pointers), from a signal handler, an alternate signal stack, threads and a
+// plugin that is loaded and unloaded again. Run under
+// TORCHSEAL_UNWIND=check, every captured stack is walked by both the fast
+// walker and libunwind and any difference is counted (tests/unwind/run.py).
+//
+//   unwind_zoo [leak] PLUGIN.so
+//   leak: keep one allocation per shape, so the reports of two runs can be
+//         compared site by site.
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "zoo_frames.h"
+
+namespace {
+
+bool g_leak = false;
+
+void alloc_free(void *) {
+  void *p = nullptr;
+  if (cudaMalloc(&p, 512) != cudaSuccess) {
+    std::fprintf(stderr, "unwind_zoo: cudaMalloc failed\n");
+    std::exit(1);
+  }
+  cudaFree(p);
+}
+
+void alloc_keep(void *) {
+  void *p = nullptr;
+  if (cudaMalloc(&p, 1024) != cudaSuccess) std::exit(1);
+}
+
+void (*leaf())(void *) { return g_leak ? alloc_keep : alloc_free; }
+
+void on_signal(int) { alloc_free(nullptr); }
+
+void raise_leaf(void *sig) { raise(*static_cast<int *>(sig)); }
+
+void signals() {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sigaction(SIGUSR2, &sa, nullptr);
+  int usr2 = SIGUSR2;
+  zoo_mixed(4, raise_leaf, &usr2);
+
+  // The same on an alternate stack: not the thread's stack, so the walker
+  // must hand the capture to libunwind.
+  static std::vector<char> alt(1 << 16);
+  stack_t ss;
+  memset(&ss, 0, sizeof ss);
+  ss.ss_sp = alt.data();
+  ss.ss_size = alt.size();
+  sigaltstack(&ss, nullptr);
+  sa.sa_flags = SA_ONSTACK;
+  sigaction(SIGURG, &sa, nullptr);
+  int urg = SIGURG;
+  zoo_mixed(3, raise_leaf, &urg);
+}
+
+void plugin(const char *path) {
+  for (int round = 0; round < 3; ++round) {
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+      std::fprintf(stderr, "unwind_zoo: %s\n", dlerror());
+      std::exit(1);
+    }
+    auto fn = reinterpret_cast<int (*)(int)>(dlsym(h, "zoo_plugin_alloc"));
+    for (int i = 0; i < 5; ++i)
+      if (!fn || fn(3 + i) != 0) std::exit(1);
+    dlclose(h);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  int a = 1;
+  if (a < argc && strcmp(argv[a], "leak") == 0) {
+    g_leak = true;
+    ++a;
+  }
+  if (a >= argc) {
+    std::fprintf(stderr, "usage: unwind_zoo [leak] PLUGIN.so\n");
+    return 2;
+  }
+  for (int depth = 0; depth <= 40; depth += g_leak ? 20 : 1)
+    for (int rep = 0; rep < (g_leak ? 1 : 3); ++rep) zoo_mixed(depth, leaf(), nullptr);
+  zoo_realigned(leaf(), nullptr);
+  zoo_alloca(100, leaf(), nullptr);
+  if (g_leak) return 0;
+
+  signals();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([t] {
+      for (int i = 0; i < 50; ++i) zoo_mixed(5 + (i + t) % 20, alloc_free, nullptr);
+    });
+  for (auto &t : threads) t.join();
+  plugin(argv[a]);
+  std::puts("unwind_zoo: done");
+  return 0;
+}
