@@ -18,42 +18,6 @@ std::string detected_at_name(DetectedAt d) {
 
 std::string api_string(ApiId id) { return std::string(api_name(id)); }
 
-struct Site {
-  uint32_t id = 0;  // equal ids <=> equal site keys
-  std::vector<NativeFrame> frames;  // trimmed
-  std::vector<PythonFrame> python_frames;
-};
-
-// Symbolizes each interned stack pair once and numbers the distinct sites,
-// so grouping millions of allocations compares integers, not stacks. Ids
-// outside the store (a damaged history file) are treated as empty stacks
-// rather than trusted.
-class SiteResolver {
- public:
-  SiteResolver(const StackStore &stacks, Symbolizer &sym) : stacks_(stacks), sym_(sym) {}
-
-  const Site &get(StackId native, PyStackId python) {
-    uint64_t k = (uint64_t(native) << 32) | python;
-    auto it = by_stacks_.find(k);
-    if (it != by_stacks_.end()) return it->second;
-    Site s;
-    if (native != 0 && native < stacks_.native.size()) {
-      s.frames = trim_frames(sym_.symbolize_stack(stacks_.native[native]));
-    }
-    if (python != 0 && python < stacks_.python.size()) s.python_frames = stacks_.python[python];
-    auto [id, fresh] = ids_.emplace(site_key(s.frames, s.python_frames), uint32_t(ids_.size()));
-    (void)fresh;
-    s.id = id->second;
-    return by_stacks_.emplace(k, std::move(s)).first->second;
-  }
-
- private:
-  const StackStore &stacks_;
-  Symbolizer &sym_;
-  std::unordered_map<uint64_t, Site> by_stacks_;
-  std::unordered_map<std::string, uint32_t> ids_;
-};
-
 // What makes two live allocations one leak entry.
 struct LeakKey {
   uint32_t site;
@@ -77,14 +41,13 @@ void sort_by_bytes_desc(std::vector<T> &v) {
   std::stable_sort(v.begin(), v.end(), [](const T &a, const T &b) { return a.bytes > b.bytes; });
 }
 
-std::vector<SiteTotal> top_sites(const std::vector<LiveAlloc> &live, SiteResolver &sites,
+std::vector<SiteTotal> top_sites(const std::vector<LiveAlloc> &live, SiteIds &sites,
                                  size_t limit) {
   std::vector<SiteTotal> out;
   std::unordered_map<uint32_t, size_t> index;
   for (const LiveAlloc &a : live) {
-    const Site &s = sites.get(a.stack, a.pystack);
-    auto [it, fresh] = index.emplace(s.id, out.size());
-    if (fresh) out.push_back({0, 0, s.frames, s.python_frames});
+    auto [it, fresh] = index.emplace(sites.get(a.stack, a.pystack), out.size());
+    if (fresh) out.push_back({0, 0, sites.native_frames(a.stack), sites.python_frames(a.pystack)});
     out[it->second].bytes += a.size;
     out[it->second].allocations += 1;
   }
@@ -112,7 +75,7 @@ Report analyze(const AnalysisInput &in, Symbolizer &symbolizer, const AnalysisOp
   Report r;
   r.trigger = in.trigger;
   r.process = in.process;
-  SiteResolver sites(in.stacks, symbolizer);
+  SiteIds sites(in.stacks, symbolizer);
 
   // ---- leaks: one entry per (site, family, api, device, detected_at) ----
   std::unordered_map<LeakKey, size_t, LeakKeyHash> index;
@@ -122,9 +85,8 @@ Report analyze(const AnalysisInput &in, Symbolizer &symbolizer, const AnalysisOp
       r.summary.cached_bytes += a.size;
       continue;
     }
-    const Site &s = sites.get(a.stack, a.pystack);
-    LeakKey key{s.id, static_cast<uint16_t>(a.api), a.device, static_cast<uint8_t>(a.family),
-                static_cast<uint8_t>(a.detected_at)};
+    LeakKey key{sites.get(a.stack, a.pystack), static_cast<uint16_t>(a.api), a.device,
+                static_cast<uint8_t>(a.family), static_cast<uint8_t>(a.detected_at)};
     auto [it, fresh] = index.emplace(key, entries.size());
     if (fresh) {
       LeakEntry e;
@@ -132,8 +94,8 @@ Report analyze(const AnalysisInput &in, Symbolizer &symbolizer, const AnalysisOp
       e.api = api_string(a.api);
       e.device = a.device;
       e.detected_at = detected_at_name(a.detected_at);
-      e.frames = s.frames;
-      e.python_frames = s.python_frames;
+      e.frames = sites.native_frames(a.stack);
+      e.python_frames = sites.python_frames(a.pystack);
       entries.push_back(std::move(e));
     }
     entries[it->second].bytes += a.size;
@@ -163,14 +125,13 @@ Report analyze(const AnalysisInput &in, Symbolizer &symbolizer, const AnalysisOp
 
   // ---- OOMs ----
   for (const OomRecord &o : in.ooms) {
-    const Site &s = sites.get(o.stack, o.pystack);
     OomEntry e;
     e.api = api_string(o.api);
     e.requested_bytes = o.requested;
     e.device = o.device;
     e.live_bytes = o.live_bytes;
-    e.frames = s.frames;
-    e.python_frames = s.python_frames;
+    e.frames = sites.native_frames(o.stack);
+    e.python_frames = sites.python_frames(o.pystack);
     e.top_sites = top_sites(o.live_at_oom, sites, opts.oom_top_sites);
     r.ooms.push_back(std::move(e));
   }
@@ -178,9 +139,10 @@ Report analyze(const AnalysisInput &in, Symbolizer &symbolizer, const AnalysisOp
   // ---- invalid frees: one entry per distinct (api, address, site) ----
   std::set<std::tuple<uint32_t, uint16_t, uint64_t>> seen;
   for (const InvalidFree &f : in.invalid_frees) {
-    const Site &s = sites.get(f.stack, f.pystack);
-    if (!seen.emplace(s.id, static_cast<uint16_t>(f.api), f.addr).second) continue;
-    r.invalid_frees.push_back({api_string(f.api), f.addr, s.frames, s.python_frames});
+    if (!seen.emplace(sites.get(f.stack, f.pystack), static_cast<uint16_t>(f.api), f.addr).second)
+      continue;
+    r.invalid_frees.push_back({api_string(f.api), f.addr, sites.native_frames(f.stack),
+                               sites.python_frames(f.pystack)});
   }
   // ---- growth across training steps (DESIGN.md 7.2) ----
   r.growth = detect_growth(in, symbolizer, opts.growth);

@@ -73,7 +73,6 @@ Key action_key(Action a) {
 struct VizFrame {
   std::string filename, name;
   int line = 0;
-  std::string key;  // identity for memoizing the frame dict
 };
 
 // One memo scope: everything a scope PUTs is only GOT inside the same scope,
@@ -83,7 +82,7 @@ struct Scope {
   uint32_t key_id[kNumKeys];
   bool key_done[kNumKeys] = {};
   std::unordered_map<std::string, uint32_t> strings;   // filename / function name
-  std::unordered_map<std::string, uint32_t> frame_dicts;
+  std::unordered_map<uint32_t, uint32_t> frame_dicts;  // interned frame -> memo id
   std::unordered_map<uint64_t, uint32_t> frame_lists;  // (stack, pystack)
 };
 
@@ -280,11 +279,23 @@ class Output {
     s.strings.emplace(str, id);
   }
 
-  const std::vector<VizFrame> &frames_of(StackId stack, PyStackId pystack) {
+  // Distinct frames are held once and stacks as indices into them: a history
+  // with thousands of deep stacks repeats the same few frames, and a copy of
+  // their strings per stack was the export's largest memory.
+  uint32_t intern_frame(VizFrame &&f) {
+    f.filename = sanitize_utf8(f.filename);
+    f.name = sanitize_utf8(f.name);
+    std::string key = f.filename + '\0' + std::to_string(f.line) + '\0' + f.name;
+    auto [it, fresh] = frame_ids_.emplace(std::move(key), uint32_t(viz_frames_.size()));
+    if (fresh) viz_frames_.push_back(std::move(f));
+    return it->second;
+  }
+
+  const std::vector<uint32_t> &frames_of(StackId stack, PyStackId pystack) {
     uint64_t k = (static_cast<uint64_t>(stack) << 32) | pystack;
     auto it = frame_cache_.find(k);
     if (it != frame_cache_.end()) return it->second;
-    std::vector<VizFrame> out;
+    std::vector<uint32_t> out;
     auto st = meta_.stacks.find(stack);
     if (stack && st != meta_.stacks.end()) {
       for (const NativeFrame &nf : trim_frames(sym_.symbolize_stack(st->second))) {
@@ -298,7 +309,7 @@ class Output {
         }
         f.filename = !nf.file.empty() ? nf.file : !nf.module.empty() ? nf.module : "??";
         f.line = nf.line;
-        out.push_back(std::move(f));
+        out.push_back(intern_frame(std::move(f)));
       }
     }
     // Python frames after the native ones: both innermost first, and the
@@ -309,13 +320,8 @@ class Output {
         f.name = p.function.empty() ? "??" : p.function;
         f.filename = p.file.empty() ? "??" : p.file;
         f.line = p.line;
-        out.push_back(std::move(f));
+        out.push_back(intern_frame(std::move(f)));
       }
-    }
-    for (VizFrame &f : out) {
-      f.filename = sanitize_utf8(f.filename);
-      f.name = sanitize_utf8(f.name);
-      f.key = f.filename + '\0' + std::to_string(f.line) + '\0' + f.name;
     }
     return frame_cache_.emplace(k, std::move(out)).first->second;
   }
@@ -328,20 +334,21 @@ class Output {
       w.get(it->second);
       return;
     }
-    const std::vector<VizFrame> &fr = frames_of(stack, pystack);
+    const std::vector<uint32_t> &fr = frames_of(stack, pystack);
     w.empty_list();
     if (fr.empty()) return;  // 1 byte: cheaper than a memo entry
     uint32_t id = next_memo_++;
     w.put(id);
     s.frame_lists.emplace(k, id);
     ListBatcher b(w);
-    for (const VizFrame &f : fr) {
+    for (uint32_t frame : fr) {
       b.item();
-      auto fd = s.frame_dicts.find(f.key);
+      auto fd = s.frame_dicts.find(frame);
       if (fd != s.frame_dicts.end()) {
         w.get(fd->second);
         continue;
       }
+      const VizFrame &f = viz_frames_[frame];
       uint32_t fid = next_memo_++;
       w.empty_dict();
       w.put(fid);
@@ -353,7 +360,7 @@ class Output {
       key(w, s, kName);
       memo_string(w, s, f.name);
       w.setitems();
-      s.frame_dicts.emplace(f.key, fid);
+      s.frame_dicts.emplace(frame, fid);
     }
     b.finish();
   }
@@ -404,7 +411,9 @@ class Output {
   const Meta &meta_;
   int64_t clock_base_us_ = 0;
   std::vector<std::unique_ptr<Spool>> spools_;
-  std::unordered_map<uint64_t, std::vector<VizFrame>> frame_cache_;
+  std::unordered_map<uint64_t, std::vector<uint32_t>> frame_cache_;  // (stack, pystack)
+  std::vector<VizFrame> viz_frames_;
+  std::unordered_map<std::string, uint32_t> frame_ids_;  // filename, line, name -> index
   uint32_t next_memo_ = 256;  // 0..255: per-device trace keys (init_scope)
   uint64_t entries_ = 0;
 };

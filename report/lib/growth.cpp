@@ -52,47 +52,6 @@ bool strictly_increasing(const std::vector<double> &x) {
   return true;
 }
 
-// ---- site merging ----------------------------------------------------------
-
-struct SiteInfo {
-  std::vector<NativeFrame> frames;  // trimmed
-  std::vector<PythonFrame> python_frames;
-};
-
-// Symbolizes each raw (stack, pystack) pair once and numbers distinct source
-// sites with the same keying as the leak grouping (site.h), so a growth entry
-// and a leak entry for one line of code name the same site. Ids outside the
-// store (a damaged history file) are treated as empty stacks, not trusted.
-class SiteIds {
- public:
-  SiteIds(const StackStore &stacks, Symbolizer &sym) : stacks_(stacks), sym_(sym) {}
-
-  uint32_t get(StackId native, PyStackId python) {
-    const uint64_t k = (uint64_t(native) << 32) | python;
-    auto it = by_stacks_.find(k);
-    if (it != by_stacks_.end()) return it->second;
-    SiteInfo s;
-    if (native != 0 && native < stacks_.native.size()) {
-      s.frames = trim_frames(sym_.symbolize_stack(stacks_.native[native]));
-    }
-    if (python != 0 && python < stacks_.python.size()) s.python_frames = stacks_.python[python];
-    auto [ins, fresh] =
-        by_key_.emplace(site_key(s.frames, s.python_frames), uint32_t(sites_.size()));
-    if (fresh) sites_.push_back(std::move(s));
-    by_stacks_.emplace(k, ins->second);
-    return ins->second;
-  }
-
-  const SiteInfo &info(uint32_t id) const { return sites_[id]; }
-
- private:
-  const StackStore &stacks_;
-  Symbolizer &sym_;
-  std::unordered_map<uint64_t, uint32_t> by_stacks_;
-  std::unordered_map<std::string, uint32_t> by_key_;
-  std::vector<SiteInfo> sites_;
-};
-
 // A merged series: one source site with one API (and so one family), as in
 // the leak grouping. Device is not part of SiteSample, so sites on several
 // devices merge; the frames are what a user acts on.
@@ -212,7 +171,9 @@ std::vector<GrowthEntry> detect_growth(const AnalysisInput &in, Symbolizer &symb
   if (n - first < std::max<size_t>(opts.min_fit_steps, 2)) return out;
 
   // Only samples after warm-up enter a fit, so sites seen only during
-  // warm-up are never symbolized.
+  // warm-up are never symbolized. The numbering is the leak grouping's
+  // (SiteIds, site.h), so a growth entry and a leak entry for one line of code
+  // name the same site.
   SiteIds sites(in.stacks, symbolizer);
   std::unordered_map<SeriesKey, size_t, SeriesKeyHash> index;
   std::vector<Series> series;
@@ -245,7 +206,7 @@ std::vector<GrowthEntry> detect_growth(const AnalysisInput &in, Symbolizer &symb
     for (const auto &[i, b] : s.points) y[i] = b;
     const GrowthFit fit = fit_series(x, y, opts);
     if (!fit.flagged) continue;
-    const SiteInfo &info = sites.info(s.key.site);
+    const auto [stack, pystack] = sites.first_pair(s.key.site);
     GrowthEntry e;
     e.bytes_per_step = fit.slope;
     e.growth_bytes = static_cast<int64_t>(std::llround(fit.growth_bytes));
@@ -253,8 +214,8 @@ std::vector<GrowthEntry> detect_growth(const AnalysisInput &in, Symbolizer &symb
     e.r = fit.r;
     e.kind = std::string(family_name(static_cast<Family>(s.key.family)));
     e.api = std::string(api_name(static_cast<ApiId>(s.key.api)));
-    e.frames = info.frames;
-    e.python_frames = info.python_frames;
+    e.frames = sites.native_frames(stack);
+    e.python_frames = sites.python_frames(pystack);
     out.push_back(std::move(e));
   }
   // Stable: equal rates keep first-seen order, so reports are reproducible.
