@@ -1,6 +1,7 @@
 // Process-wide counters that every event touches. Events and self-time are
-// striped by thread so concurrent threads do not bounce one cache line;
-// live bytes and the peak need one global view and stay single atomics.
+// striped by thread so concurrent threads do not bounce one cache line (and
+// a thread that owns its stripe needs no locked add); live bytes and the
+// peak need one global view and stay single atomics.
 #pragma once
 
 #include <atomic>
@@ -26,12 +27,16 @@ class Counters {
   uint64_t peak_bytes() const { return peak_.load(std::memory_order_relaxed); }
   void reset();
 
- private:
-  static constexpr int kStripes = 32;
+  // Stripe 0 is shared by threads past the first kOwnedStripes - 1; every
+  // other stripe has one writer.
+  static constexpr int kStripes = 64;
+  static constexpr uint32_t kOwnedStripes = kStripes;
   struct alignas(64) Stripe {
     std::atomic<uint64_t> events{0};
     std::atomic<uint64_t> self_ns{0};
   };
+
+ private:
   Stripe stripes_[kStripes];
   alignas(64) std::atomic<uint64_t> live_{0};
   alignas(64) std::atomic<uint64_t> peak_{0};

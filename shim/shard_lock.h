@@ -1,22 +1,46 @@
 // A mutex that can be reset in a forked child. After fork() only the forking
 // thread survives, so a lock held by any other thread at that moment would
 // stay locked forever; the atfork child handler re-initialises every shard.
+//
+// A spin lock: the uncontended pair is one atomic exchange and a plain
+// release store, inline. Locked instructions, not instruction counts,
+// dominated the hot path (twelve per alloc+free pair with
+// pthread_mutex; bench/RESULTS.md). Every critical section is short (a
+// probe, an append, a buffer swap) except a shard growing or a dump walking
+// a table, so a waiter spins briefly with `pause`, then yields its CPU.
 #pragma once
 
-#include <pthread.h>
+#include <sched.h>
 
+#include <atomic>
 #include <cstdint>
 
 namespace torchseal {
 
 class ShardLock {
  public:
-  void lock() { pthread_mutex_lock(&m_); }
-  void unlock() { pthread_mutex_unlock(&m_); }
-  void reset_after_fork() { m_ = PTHREAD_MUTEX_INITIALIZER; }
+  void lock() {
+    if (!held_.exchange(true, std::memory_order_acquire)) return;
+    lock_slow();
+  }
+  void unlock() { held_.store(false, std::memory_order_release); }
+  void reset_after_fork() { held_.store(false, std::memory_order_relaxed); }
 
  private:
-  pthread_mutex_t m_ = PTHREAD_MUTEX_INITIALIZER;
+  __attribute__((noinline)) void lock_slow() {
+    for (unsigned spins = 0;; ++spins) {
+      // Test before test-and-set: waiters read a shared line, not bounce it.
+      if (!held_.load(std::memory_order_relaxed) &&
+          !held_.exchange(true, std::memory_order_acquire))
+        return;
+      if (spins < 128)
+        __builtin_ia32_pause();
+      else
+        sched_yield();
+    }
+  }
+
+  std::atomic<bool> held_{false};
 };
 
 class Guard {

@@ -7,17 +7,45 @@ constexpr uint8_t kAllocHasStream = 1, kAllocHasContext = 2, kAllocDevice = 4, k
 
 void remember(CodecState &st, uint64_t addr) {
   st.recent[st.recent_pos] = addr;
-  st.recent_pos = static_cast<uint8_t>((st.recent_pos + 1) % kRecentAddrs);
+  st.recent_pos = static_cast<uint8_t>(st.recent_pos + 1 == kRecentAddrs ? 0 : st.recent_pos + 1);
 }
 
+// Newest first: a free usually follows its allocation closely. Any slot
+// holding the address decodes the same, so the first match is as good.
 int find_recent(const CodecState &st, uint64_t addr) {
-  for (int i = 0; i < kRecentAddrs; ++i)
-    if (st.recent[i] == addr && addr) return i;
+  if (!addr) return -1;
+  int i = st.recent_pos;
+  for (int k = 0; k < kRecentAddrs; ++k) {
+    i = i ? i - 1 : kRecentAddrs - 1;
+    if (st.recent[i] == addr) return i;
+  }
   return -1;
 }
+
+// Encodes into a stack buffer and appends once: a push_back per byte was
+// half of the encoder's cost on the shim's hot path (bench/RESULTS.md).
+class EventBytes {
+ public:
+  void u8(uint8_t v) { *p_++ = v; }
+  void varint(uint64_t v) {
+    while (v >= 0x80) {
+      *p_++ = static_cast<uint8_t>(v | 0x80);
+      v >>= 7;
+    }
+    *p_++ = static_cast<uint8_t>(v);
+  }
+  void svarint(int64_t v) { varint((static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63)); }
+  void flush(ByteWriter &w) { w.bytes(buf_, static_cast<size_t>(p_ - buf_)); }
+
+ private:
+  // The largest event: a tag and at most ten varints of at most 10 bytes.
+  uint8_t buf_[1 + 10 * 10];
+  uint8_t *p_ = buf_;
+};
 }  // namespace
 
-void encode_event(ByteWriter &w, CodecState &st, const Event &e) {
+void encode_event(ByteWriter &out, CodecState &st, const Event &e) {
+  EventBytes w;
   uint64_t dt = e.time_ns >= st.prev_time ? e.time_ns - st.prev_time : 0;
   uint8_t op = static_cast<uint8_t>(e.op) << 4;
   switch (e.op) {
@@ -91,6 +119,7 @@ void encode_event(ByteWriter &w, CodecState &st, const Event &e) {
       }
     }
   }
+  w.flush(out);
   // What the decoder will reconstruct: a stamp that stepped back was
   // encoded as delta 0, so the base must not step back either.
   st.prev_time += dt;

@@ -60,6 +60,7 @@ class ByteWriter {
     out_.push_back(static_cast<uint8_t>(v));
   }
   void svarint(int64_t v) { varint((static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63)); }
+  void bytes(const uint8_t *p, size_t n) { out_.insert(out_.end(), p, p + n); }
   void str(std::string_view s) {
     varint(s.size());
     out_.insert(out_.end(), s.begin(), s.end());

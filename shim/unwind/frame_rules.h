@@ -53,6 +53,10 @@ static_assert(FrameRule::unpack(kPackedFramePointer).rbp_off == -16);
 
 class RuleTable {
  public:
+  struct Slot {
+    std::atomic<uint64_t> key;
+    std::atomic<uint64_t> rule;
+  };
   static constexpr int kBits = 17;  // 128k slots, 2 MiB of address space, touched on use
 
   // The packed rule for `ip`, or 0 when unknown. Lock-free.
@@ -69,11 +73,10 @@ class RuleTable {
     }
     return 0;
   }
-  // find() limited to the home slot: the walker's inline probe. A miss here
-  // is not final; find() settles it.
-  uint64_t find_first(uint64_t ip) const {
-    Slot *t = slots_.load(std::memory_order_relaxed);
-    if (!t) return 0;
+  // The walker's inline probe: the home slot of `ip` only, in a table it
+  // loaded once with slots(). 0 is not final; find() settles it.
+  const Slot *slots() const { return slots_.load(std::memory_order_acquire); }
+  static uint64_t find_home(const Slot *t, uint64_t ip) {
     const Slot &s = t[index(ip)];
     if (s.key.load(std::memory_order_acquire) != ip) return 0;
     uint64_t v = s.rule.load(std::memory_order_acquire);
@@ -89,10 +92,6 @@ class RuleTable {
   size_t size() const { return used_.load(std::memory_order_relaxed); }
 
  private:
-  struct Slot {
-    std::atomic<uint64_t> key;
-    std::atomic<uint64_t> rule;
-  };
   static constexpr uint64_t kMask = (1ull << kBits) - 1;
   static constexpr int kMaxProbes = 32;
   static uint64_t index(uint64_t ip) { return (ip * 0x9e3779b97f4a7c15ULL) >> (64 - kBits); }

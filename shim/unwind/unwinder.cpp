@@ -111,15 +111,31 @@ __attribute__((noinline)) int general_step(Frame &f, uint64_t hi) {
   return f.ip ? 1 : 0;
 }
 
-// One step, the known frame-pointer frame inline.
-inline __attribute__((always_inline)) int step(uint64_t &ip, uint64_t &rsp, uint64_t &rbp,
+// One step with the rule in the home slot inline (the frame-pointer rule
+// first); anything else goes to general_step.
+inline __attribute__((always_inline)) int step(const unwind::RuleTable::Slot *table,
+                                               uint64_t &ip, uint64_t &rsp, uint64_t &rbp,
                                                uint64_t hi) {
-  if (g_rules.find_first(ip) == kPackedFramePointer) {
+  uint64_t v = table ? unwind::RuleTable::find_home(table, ip) : 0;
+  if (v == kPackedFramePointer) {
     uint64_t cfa = rbp + 16;
     if (cfa <= rsp || cfa > hi) return -1;
     ip = load(rbp + 8);
     rsp = cfa;
     rbp = load(rbp);
+    return ip ? 1 : 0;
+  }
+  if ((v & 0xff) == static_cast<uint64_t>(RuleKind::Step)) {
+    FrameRule r = FrameRule::unpack(v);
+    uint64_t cfa = (r.rbp_base ? rbp : rsp) + static_cast<uint64_t>(r.cfa_off);
+    if (cfa <= rsp || cfa > hi) return -1;
+    if (r.rbp_off) {
+      uint64_t at = cfa + static_cast<uint64_t>(static_cast<int64_t>(r.rbp_off));
+      if (at < rsp || at + 8 > hi) return -1;
+      rbp = load(at);
+    }
+    ip = load(cfa - 8);
+    rsp = cfa;
     return ip ? 1 : 0;
   }
   Frame f{ip, rsp, rbp};
@@ -139,16 +155,17 @@ __attribute__((noinline)) int fast_walk(uint64_t *out, int max) {
   // On another stack (sigaltstack, a coroutine): bounds unknown.
   if (rsp >= hi || hi - rsp > (uint64_t{1} << 32)) return -1;
   uint64_t ip = fp[1], rbp = fp[0];
+  const unwind::RuleTable::Slot *table = g_rules.slots();
   for (int self = 0; is_self(ip); ++self) {
     if (self == kCaptureSlack) return -1;
-    int r = step(ip, rsp, rbp, hi);
+    int r = step(table, ip, rsp, rbp, hi);
     if (r <= 0) return r;
   }
   int n = 0;
   for (;;) {
     out[n++] = ip;
     if (n == max) return n;
-    int r = step(ip, rsp, rbp, hi);
+    int r = step(table, ip, rsp, rbp, hi);
     if (r <= 0) return r < 0 ? -1 : n;
   }
 }
