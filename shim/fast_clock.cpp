@@ -86,8 +86,8 @@ void publish(uint64_t atsc, uint64_t ans, uint64_t mult) {
 // Re-anchors the line if it is due, under g_updating (so the line read
 // here is the one being continued). The pair is read back to back; a
 // preempted pair only bends the slope a little.
-void maybe_reanchor() {
-  if (g_updating.exchange(true, std::memory_order_acquire)) return;
+bool maybe_reanchor() {
+  if (g_updating.exchange(true, std::memory_order_acquire)) return false;
   uint64_t atsc = g_line.anchor_tsc.load(std::memory_order_relaxed);
   uint64_t ans = g_line.anchor_ns.load(std::memory_order_relaxed);
   uint64_t mult = g_line.mult.load(std::memory_order_relaxed);
@@ -103,6 +103,7 @@ void maybe_reanchor() {
     g_reanchor_ticks.store(static_cast<uint64_t>(kReanchorNs / rate), std::memory_order_relaxed);
   }
   g_updating.store(false, std::memory_order_release);
+  return true;
 }
 
 uint64_t slow_now() {
@@ -145,7 +146,9 @@ uint64_t slow_now() {
 
 uint64_t now_ns() {
   if (g_mode.load(std::memory_order_acquire) != kTsc) return slow_now();
-  for (;;) {
+  // Bounded: a signal handler may have interrupted this very thread in the
+  // middle of publish(), and that publish will not finish before we return.
+  for (int tries = 0; tries < 64; ++tries) {
     uint32_t s0 = g_line.seq.load(std::memory_order_acquire);
     uint64_t atsc = g_line.anchor_tsc.load(std::memory_order_relaxed);
     uint64_t ans = g_line.anchor_ns.load(std::memory_order_relaxed);
@@ -153,12 +156,13 @@ uint64_t now_ns() {
     std::atomic_thread_fence(std::memory_order_acquire);
     if (s0 & 1 || g_line.seq.load(std::memory_order_relaxed) != s0) continue;
     uint64_t t = ticks();
-    if (t - atsc > g_reanchor_ticks.load(std::memory_order_relaxed)) {
-      maybe_reanchor();
-      continue;  // read the line again
-    }
+    // Someone else re-anchoring (or the thread this signal handler
+    // interrupted): the current line is still good for a while.
+    if (t - atsc > g_reanchor_ticks.load(std::memory_order_relaxed) && maybe_reanchor())
+      continue;  // read the new line
     return on_line(t, atsc, ans, mult);
   }
+  return mono_ns();
 }
 
 bool clock_uses_tsc() { return g_mode.load(std::memory_order_relaxed) == kTsc; }
