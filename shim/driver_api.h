@@ -26,8 +26,13 @@ struct DriverQueries {
   CUresult (*ctx_get_current)(CUcontext *) = nullptr;
   CUresult (*ctx_get_device)(CUdevice *) = nullptr;
   CUresult (*primary_ctx_get_state)(CUdevice, unsigned int *, int *) = nullptr;
+  CUresult (*device_get_count)(int *) = nullptr;
 };
 const DriverQueries &driver_queries();
+
+// True once CUDA is initialised and the process sees exactly one device:
+// every allocation is then on ordinal 0, with no query per allocation.
+bool one_device();
 
 // The real driver function behind wrapper `id`, resolved on first use.
 void *real_driver_function(ApiId id);

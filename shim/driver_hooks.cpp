@@ -126,6 +126,8 @@ const DriverQueries &driver_queries() {
       d.ctx_get_device = reinterpret_cast<decltype(d.ctx_get_device)>(real_dlsym(h, "cuCtxGetDevice"));
       d.primary_ctx_get_state = reinterpret_cast<decltype(d.primary_ctx_get_state)>(
           real_dlsym(h, "cuDevicePrimaryCtxGetState"));
+      d.device_get_count =
+          reinterpret_cast<decltype(d.device_get_count)>(real_dlsym(h, "cuDeviceGetCount"));
       dlclose(h);
     }
     return d;
@@ -133,9 +135,23 @@ const DriverQueries &driver_queries() {
   return q;
 }
 
+bool one_device() {
+  // Device ordinals are per process and fixed once CUDA is initialised
+  // (before that the driver says CUDA_ERROR_NOT_INITIALIZED; ask again later).
+  static std::atomic<int> count{0};
+  int c = count.load(std::memory_order_relaxed);
+  if (c == 0) {
+    auto f = driver_queries().device_get_count;
+    int n = 0;
+    if (f && f(&n) == CUDA_SUCCESS && n > 0) count.store(c = n, std::memory_order_relaxed);
+  }
+  return c == 1;
+}
+
 namespace {
 
 int current_device() {
+  if (one_device()) return 0;
   CUdevice dev = -1;
   auto f = driver_queries().ctx_get_device;
   if (!f || f(&dev) != CUDA_SUCCESS) return -1;

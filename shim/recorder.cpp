@@ -51,8 +51,9 @@ StackId Recorder::capture() {
   // Interned straight from the unwinder's buffer: no copy (bench/RESULTS.md).
   uint64_t buf[kCaptureBufFrames];
   int n;
-  const uint64_t *ips = capture_stack_inplace(buf, std::min(stack_depth, 256), &n);
-  return stacks_.intern(ips, n);
+  uint64_t hash;
+  const uint64_t *ips = capture_stack_inplace(buf, std::min(stack_depth, 256), &n, &hash);
+  return stacks_.intern(ips, n, hash);
 }
 
 void Recorder::on_alloc(ApiId api, Family family, uint64_t addr, uint64_t size, int device,

@@ -4,6 +4,7 @@
 // again in between; a free that then fails is undone.
 #include <cuda_runtime_api.h>
 
+#include "driver_api.h"
 #include "lifecycle.h"
 #include "real_symbol.h"
 #include "recorder.h"
@@ -25,6 +26,7 @@ cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream);
 namespace {
 
 int current_device() {
+  if (torchseal::one_device()) return 0;
   TS_REAL(cudaGetDevice);
   int dev = -1;
   if (real && real(&dev) != cudaSuccess) dev = -1;

@@ -1,5 +1,7 @@
 #include "stack_table.h"
 
+#include "ip_hash.h"
+
 #include <atomic>
 #include <cstring>
 
@@ -26,30 +28,6 @@ StackId make_id(uint32_t shard, uint32_t local) {
 // cached by the forking thread for the old table are never returned.
 StackTable::StackTable() : generation_(g_generations.fetch_add(1) + 1) {}
 
-uint64_t StackTable::hash_ips(const uint64_t *ips, int n) {
-  // Four independent lanes of xor-multiply: a chained full mix per frame was
-  // a latency chain of ~13 cycles a frame, a fifth of the hot path at depth
-  // 30 (bench/RESULTS.md). Each step is a bijection of its lane and of the
-  // IP, so stacks that differ in one frame get different mixes; the final
-  // mix spreads the lanes' high bits.
-  constexpr uint64_t k = 0x9e3779b97f4a7c15ULL;
-  uint64_t l0 = 0x243f6a8885a308d3ULL, l1 = 0x13198a2e03707344ULL, l2 = 0xa4093822299f31d0ULL,
-           l3 = 0x082efa98ec4e6c89ULL;
-  int i = 0;
-  for (; i + 4 <= n; i += 4) {
-    l0 = (l0 ^ ips[i]) * k;
-    l1 = (l1 ^ ips[i + 1]) * k;
-    l2 = (l2 ^ ips[i + 2]) * k;
-    l3 = (l3 ^ ips[i + 3]) * k;
-  }
-  if (i < n) l0 = (l0 ^ ips[i]) * k;
-  if (i + 1 < n) l1 = (l1 ^ ips[i + 1]) * k;
-  if (i + 2 < n) l2 = (l2 ^ ips[i + 2]) * k;
-  auto rotl = [](uint64_t x, int r) { return (x << r) | (x >> (64 - r)); };
-  uint64_t h = mix64(l0 ^ rotl(l1, 16) ^ rotl(l2, 32) ^ rotl(l3, 48) ^ static_cast<uint64_t>(n));
-  return h | 1;  // never 0, so an empty cache slot never matches
-}
-
 void StackTable::grow(Shard &s) {
   size_t cap = s.slots.empty() ? 64 : s.slots.size() * 2;
   std::vector<uint32_t> slots(cap, 0);
@@ -62,8 +40,11 @@ void StackTable::grow(Shard &s) {
 }
 
 StackId StackTable::intern(const uint64_t *ips, int n) {
+  return n > 0 ? intern(ips, n, hash_ips(ips, n)) : 0;
+}
+
+StackId StackTable::intern(const uint64_t *ips, int n, uint64_t h) {
   if (n <= 0) return 0;
-  uint64_t h = hash_ips(ips, n);
   CacheEntry &c = t_cache[(h >> 20) & (kCacheSize - 1)];
   if (c.hash == h && c.generation == generation_) return c.id;
 

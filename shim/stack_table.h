@@ -19,6 +19,8 @@ class StackTable {
 
   StackTable();
   StackId intern(const uint64_t *ips, int n);
+  // Same, with `hash` = hash_ips(ips, n) (ip_hash.h) already known.
+  StackId intern(const uint64_t *ips, int n, uint64_t hash);
 
   // Copies every stack out, indexed by StackId (index 0 is the empty stack).
   void export_all(std::vector<std::vector<uint64_t>> &out);
@@ -53,7 +55,6 @@ class StackTable {
     std::vector<Entry> entries;           // index = local id
     std::vector<uint32_t> slots;          // open addressing: local id + 1, 0 = empty
   };
-  static uint64_t hash_ips(const uint64_t *ips, int n);
   uint32_t generation_;  // per-thread caches hold ids of one table generation only
   static void grow(Shard &s);
 

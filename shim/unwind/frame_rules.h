@@ -82,6 +82,9 @@ class RuleTable {
     uint64_t v = s.rule.load(std::memory_order_acquire);
     return s.key.load(std::memory_order_relaxed) == ip ? v : 0;
   }
+  // Maps the table now (at first CUDA use), so the walker never sees it
+  // missing. False if that failed.
+  bool reserve() { return map_slots() != nullptr; }
   // Publishes a rule. False when the table is unavailable or the probe run is
   // full (the caller then walks with libunwind).
   bool insert(uint64_t ip, uint64_t packed);

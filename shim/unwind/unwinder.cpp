@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "frame_rules.h"
+#include "ip_hash.h"
 #include "log.h"
 #include "rule_learner.h"
 
@@ -116,7 +117,7 @@ __attribute__((noinline)) int general_step(Frame &f, uint64_t hi) {
 inline __attribute__((always_inline)) int step(const unwind::RuleTable::Slot *table,
                                                uint64_t &ip, uint64_t &rsp, uint64_t &rbp,
                                                uint64_t hi) {
-  uint64_t v = table ? unwind::RuleTable::find_home(table, ip) : 0;
+  uint64_t v = unwind::RuleTable::find_home(table, ip);
   if (v == kPackedFramePointer) {
     uint64_t cfa = rbp + 16;
     if (cfa <= rsp || cfa > hi) return -1;
@@ -147,8 +148,9 @@ inline __attribute__((always_inline)) int step(const unwind::RuleTable::Slot *ta
 }
 
 // Walks from its own caller outwards. Returns the frames kept (leading
-// torchseal frames skipped), or -1 when libunwind must do this capture.
-__attribute__((noinline)) int fast_walk(uint64_t *out, int max) {
+// torchseal frames skipped) and their hash, or -1 when libunwind must do
+// this capture.
+__attribute__((noinline)) int fast_walk(uint64_t *out, int max, uint64_t *hash) {
   const auto *fp = static_cast<const uint64_t *>(__builtin_frame_address(0));
   uint64_t hi = stack_top();
   uint64_t rsp = reinterpret_cast<uint64_t>(fp) + 16;
@@ -162,12 +164,17 @@ __attribute__((noinline)) int fast_walk(uint64_t *out, int max) {
     if (r <= 0) return r;
   }
   int n = 0;
+  IpHasher h;
   for (;;) {
     out[n++] = ip;
-    if (n == max) return n;
+    h.add(ip);
+    if (n == max) break;
     int r = step(table, ip, rsp, rbp, hi);
-    if (r <= 0) return r < 0 ? -1 : n;
+    if (r < 0) return -1;
+    if (r == 0) break;
   }
+  *hash = h.finish(n);
+  return n;
 }
 
 const uint64_t *libunwind_capture(uint64_t (&buf)[kCaptureBufFrames], int max, int *n_out) {
@@ -211,7 +218,8 @@ const char *unwinder_init(UnwindMode mode) {
     auto as = reinterpret_cast<void **>(dlsym(h, "_ULx86_64_local_addr_space"));
     if (policy && as) policy(*as, kCachePerThread);
     if (cache_size && as) cache_size(*as, 1024, 0);
-    g_fast = mode != UnwindMode::Libunwind && g_unw_backtrace && unwind::learner_init(h);
+    g_fast = mode != UnwindMode::Libunwind && g_unw_backtrace && unwind::learner_init(h) &&
+             g_rules.reserve();
   }
   if (g_fast) return mode == UnwindMode::Check ? "learned rules, checked against libunwind"
                                                : "learned rules + libunwind";
@@ -222,11 +230,12 @@ const char *unwinder_init(UnwindMode mode) {
   return "glibc backtrace";
 }
 
-const uint64_t *capture_stack_inplace(uint64_t (&buf)[kCaptureBufFrames], int max, int *n_out) {
+const uint64_t *capture_stack_inplace(uint64_t (&buf)[kCaptureBufFrames], int max, int *n_out,
+                                      uint64_t *hash) {
   static_assert(sizeof(void *) == sizeof(uint64_t));
   if (g_fast) {
     int want = max < kCaptureBufFrames ? max : kCaptureBufFrames;
-    int n = fast_walk(buf, want);
+    int n = fast_walk(buf, want, hash);
     if (n >= 0) {
       if (g_mode == UnwindMode::Check) check_against_libunwind(buf, n, want);
       *n_out = n;
@@ -234,13 +243,16 @@ const uint64_t *capture_stack_inplace(uint64_t (&buf)[kCaptureBufFrames], int ma
     }
     g_fallbacks.fetch_add(1, std::memory_order_relaxed);
   }
-  return libunwind_capture(buf, max, n_out);
+  const uint64_t *ips = libunwind_capture(buf, max, n_out);
+  *hash = hash_ips(ips, *n_out);
+  return ips;
 }
 
 int capture_stack(uint64_t *out, int max) {
   uint64_t buf[kCaptureBufFrames];
   int n;
-  const uint64_t *ips = capture_stack_inplace(buf, max, &n);
+  uint64_t hash;
+  const uint64_t *ips = capture_stack_inplace(buf, max, &n, &hash);
   memcpy(out, ips, static_cast<size_t>(n) * sizeof(uint64_t));
   return n;
 }

@@ -31,10 +31,12 @@ int capture_stack(uint64_t *out, int max);
 
 // Same, without the copy (the hot path): unwinds into `buf` (room for
 // kCaptureBufFrames) and returns where the first non-torchseal frame is;
-// `*n` gets the number of frames kept (at most `max`).
+// `*n` gets the number of frames kept (at most `max`) and `*hash` their
+// hash_ips() (ip_hash.h).
 constexpr int kCaptureSlack = 12;  // our own frames, dropped
 constexpr int kCaptureBufFrames = 256 + kCaptureSlack;
-const uint64_t *capture_stack_inplace(uint64_t (&buf)[kCaptureBufFrames], int max, int *n);
+const uint64_t *capture_stack_inplace(uint64_t (&buf)[kCaptureBufFrames], int max, int *n,
+                                      uint64_t *hash);
 
 // Code was unmapped (dlclose): forget the rules learned for its addresses.
 void unwinder_code_unloaded();
