@@ -15,6 +15,7 @@
 #include <ctime>
 #include <new>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "counters.h"
@@ -37,9 +38,35 @@ using tseal::Chunk;
 constexpr size_t kSealBytes = 256 * 1024;  // hand a buffer to the writer past this
 constexpr size_t kPassWakeBytes = 1024 * 1024;  // sealed bytes that start a pass early
 
+// Event bytes: grown without zero-filling, so an append can reserve room
+// for the largest event, encode in place, and trim to what was written.
+template <typename T>
+struct NoInitAllocator : std::allocator<T> {
+  using value_type = T;
+  template <typename U>
+  struct rebind {
+    using other = NoInitAllocator<U>;
+  };
+  NoInitAllocator() = default;
+  template <typename U>
+  NoInitAllocator(const NoInitAllocator<U> &) noexcept {}
+  template <typename U>
+  void construct(U *p) noexcept {
+    ::new (static_cast<void *>(p)) U;
+  }
+  template <typename U, typename... Args>
+  void construct(U *p, Args &&...args) {
+    ::new (static_cast<void *>(p)) U(std::forward<Args>(args)...);
+  }
+};
+using EventBytes = std::vector<uint8_t, NoInitAllocator<uint8_t>>;
+
+constexpr size_t kFirstBufferBytes = 16 * 1024;
+
 struct ThreadBuf {
   ShardLock lock;
-  std::vector<uint8_t> bytes;
+  EventBytes bytes;  // size() is the room; `used` the bytes written
+  size_t used = 0;
   tseal::CodecState st;
   uint64_t base_time = 0;
   uint32_t count = 0;
@@ -51,7 +78,7 @@ struct Sealed {
   uint32_t tid;
   uint64_t base_time;
   uint32_t count;
-  std::vector<uint8_t> bytes;
+  EventBytes bytes;
 };
 
 struct State {
@@ -95,7 +122,7 @@ ThreadBuf *my_buf() {
   if (t_buf) return t_buf;
   auto *b = new ThreadBuf();
   b->tid = static_cast<uint32_t>(syscall(SYS_gettid));
-  b->bytes.reserve(16 * 1024);
+  b->bytes.resize(kFirstBufferBytes);
   pthread_once(&g_key_once, make_key);
   pthread_setspecific(g_exit_key, b);
   {
@@ -245,8 +272,10 @@ void append_events(std::vector<uint8_t> &out, const Sealed &c) {
 
 Sealed seal(ThreadBuf &b) {
   Sealed c{b.tid, b.base_time, b.count, {}};
+  b.bytes.resize(b.used);
   c.bytes.swap(b.bytes);
-  b.bytes.reserve(16 * 1024);
+  b.bytes.resize(kFirstBufferBytes);
+  b.used = 0;
   b.count = 0;
   return c;
 }
@@ -431,10 +460,11 @@ void append(const Event &e) {
       b->base_time = e.time_ns;
       b->st.reset(e.time_ns);
     }
-    tseal::ByteWriter w(b->bytes);
-    tseal::encode_event(w, b->st, e);
+    if (b->bytes.size() - b->used < tseal::kMaxEventBytes)
+      b->bytes.resize(std::max(2 * b->bytes.size(), b->used + tseal::kMaxEventBytes));
+    b->used += tseal::encode_event(b->bytes.data() + b->used, b->st, e);
     ++b->count;
-    full = b->bytes.size() >= kSealBytes;
+    full = b->used >= kSealBytes;
   }
   if (full) {
     // Same lock order as pass() (registry, then buffer), and the seal and the
@@ -444,8 +474,8 @@ void append(const Event &e) {
     {
       Guard rg(s.registry_lock);
       Guard g(b->lock);
-      if (b->bytes.size() >= kSealBytes) {
-        s.sealed_bytes += b->bytes.size();
+      if (b->used >= kSealBytes) {
+        s.sealed_bytes += b->used;
         s.sealed.push_back(seal(*b));
         // A fast producer must not make one pass huge: a pass is what the
         // reader holds in memory at once, so start the next one early.
@@ -547,7 +577,7 @@ void reset_after_fork() {
   new (&s.sealed) std::vector<Sealed>();
   if (t_buf) {
     t_buf->lock.reset_after_fork();
-    t_buf->bytes.clear();
+    t_buf->used = 0;
     t_buf->count = 0;
     s.bufs.push_back(t_buf);
   }

@@ -22,10 +22,11 @@ int find_recent(const CodecState &st, uint64_t addr) {
   return -1;
 }
 
-// Encodes into a stack buffer and appends once: a push_back per byte was
-// half of the encoder's cost on the shim's hot path (bench/RESULTS.md).
+// Writes through a raw pointer: a push_back per byte was half of the
+// encoder's cost on the shim's hot path (bench/RESULTS.md).
 class EventBytes {
  public:
+  explicit EventBytes(uint8_t *p) : p_(p) {}
   void u8(uint8_t v) { *p_++ = v; }
   void varint(uint64_t v) {
     while (v >= 0x80) {
@@ -35,17 +36,20 @@ class EventBytes {
     *p_++ = static_cast<uint8_t>(v);
   }
   void svarint(int64_t v) { varint((static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63)); }
-  void flush(ByteWriter &w) { w.bytes(buf_, static_cast<size_t>(p_ - buf_)); }
+  uint8_t *end() const { return p_; }
 
  private:
-  // The largest event: a tag and at most ten varints of at most 10 bytes.
-  uint8_t buf_[1 + 10 * 10];
-  uint8_t *p_ = buf_;
+  uint8_t *p_;
 };
 }  // namespace
 
 void encode_event(ByteWriter &out, CodecState &st, const Event &e) {
-  EventBytes w;
+  uint8_t buf[kMaxEventBytes];
+  out.bytes(buf, encode_event(buf, st, e));
+}
+
+size_t encode_event(uint8_t *dst, CodecState &st, const Event &e) {
+  EventBytes w(dst);
   uint64_t dt = e.time_ns >= st.prev_time ? e.time_ns - st.prev_time : 0;
   uint8_t op = static_cast<uint8_t>(e.op) << 4;
   switch (e.op) {
@@ -119,10 +123,10 @@ void encode_event(ByteWriter &out, CodecState &st, const Event &e) {
       }
     }
   }
-  w.flush(out);
   // What the decoder will reconstruct: a stamp that stepped back was
   // encoded as delta 0, so the base must not step back either.
   st.prev_time += dt;
+  return static_cast<size_t>(w.end() - dst);
 }
 
 bool decode_event(ByteReader &r, CodecState &st, Event &e) {

@@ -27,6 +27,11 @@ struct CodecState {
 // Appends one event. Times must not decrease within a chunk (one thread).
 void encode_event(ByteWriter &w, CodecState &st, const Event &e);
 
+// The same into raw memory with room for kMaxEventBytes; returns the bytes
+// written. The largest event is a tag and at most ten varints.
+inline constexpr size_t kMaxEventBytes = 1 + 10 * 10;
+size_t encode_event(uint8_t *dst, CodecState &st, const Event &e);
+
 // Decodes the next event; false at the end of the payload or on corruption
 // (then r.ok() is false).
 bool decode_event(ByteReader &r, CodecState &st, Event &e);
