@@ -163,16 +163,19 @@ __attribute__((noinline)) int fast_walk(uint64_t *out, int max, uint64_t *hash) 
     int r = step(table, ip, rsp, rbp, hi);
     if (r <= 0) return r;
   }
-  int n = 0;
+  // Pointers rather than a count and a limit: the loop then fits in
+  // registers (the count and limit were spilled to the stack).
+  uint64_t *p = out, *const end = out + max;
   IpHasher h;
   for (;;) {
-    out[n++] = ip;
+    *p++ = ip;
     h.add(ip);
-    if (n == max) break;
+    if (p == end) break;
     int r = step(table, ip, rsp, rbp, hi);
     if (r < 0) return -1;
     if (r == 0) break;
   }
+  int n = static_cast<int>(p - out);
   *hash = h.finish(n);
   return n;
 }
