@@ -80,10 +80,8 @@ void Counters::reset() {
   peak_.store(0, std::memory_order_relaxed);
 }
 
-Counters &counters() {
-  alignas(Counters) static unsigned char storage[sizeof(Counters)];
-  static Counters *c = new (storage) Counters();
-  return *c;
-}
+// Constant-initialised and trivially destructible: no guard on the hot
+// path, usable by threads still allocating during exit.
+constinit Counters g_counters;
 
 }  // namespace torchseal

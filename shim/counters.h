@@ -42,6 +42,7 @@ class Counters {
   alignas(64) std::atomic<uint64_t> peak_{0};
 };
 
-Counters &counters();
+extern Counters g_counters;
+inline Counters &counters() { return g_counters; }
 
 }  // namespace torchseal

@@ -158,10 +158,14 @@ __attribute__((noinline)) int fast_walk(uint64_t *out, int max, uint64_t *hash) 
   if (rsp >= hi || hi - rsp > (uint64_t{1} << 32)) return -1;
   uint64_t ip = fp[1], rbp = fp[0];
   const unwind::RuleTable::Slot *table = g_rules.slots();
+  // torchseal's own frames: the shim is built with frame pointers, so they
+  // need no rule.
   for (int self = 0; is_self(ip); ++self) {
-    if (self == kCaptureSlack) return -1;
-    int r = step(table, ip, rsp, rbp, hi);
-    if (r <= 0) return r;
+    uint64_t cfa = rbp + 16;
+    if (self == kCaptureSlack || cfa <= rsp || cfa > hi) return -1;
+    ip = load(rbp + 8);
+    rsp = cfa;
+    rbp = load(rbp);
   }
   // Pointers rather than a count and a limit: the loop then fits in
   // registers (the count and limit were spilled to the stack).

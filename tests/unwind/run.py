@@ -3,6 +3,8 @@
 zoo         unwind_zoo under TORCHSEAL_UNWIND=check: no stack may differ,
             every shape must have been compared, and the signal frames and
             the alternate stack must have gone to libunwind.
+zoo-cupti   the same with the CUPTI backend: stacks are captured inside
+            CUPTI's callback, below the runtime and driver frames.
 python      a Python program allocating through ctypes from nested Python
             frames, on every interpreter present, under =check.
 same-sites  unwind_zoo leak under =fast and =libunwind: the two reports must
@@ -32,10 +34,10 @@ def fail(msg):
     sys.exit(1)
 
 
-def run(cmd, tmp, unwind, extra=None):
+def run(cmd, tmp, unwind, extra=None, backend="hooks"):
     env = {k: v for k, v in ENV.items() if not k.startswith("TORCHSEAL_")}
     env.update({"LD_PRELOAD": preload(SHIM), "LD_LIBRARY_PATH": SIM,
-                "TORCHSEAL_UNWIND": unwind, "TORCHSEAL_BACKEND": "hooks",
+                "TORCHSEAL_UNWIND": unwind, "TORCHSEAL_BACKEND": backend,
                 "TORCHSEAL_OUTPUT": os.path.join(tmp, "P-%p")})
     env.update(extra or {})
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=150)
@@ -55,10 +57,15 @@ def check_line(stderr):
     return compared, alone, rules
 
 
-def zoo():
+def zoo(backend="hooks"):
     with tempfile.TemporaryDirectory() as tmp:
-        p = run([ZOO, PLUGIN], tmp, "check")
+        p = run([ZOO, PLUGIN], tmp, "check", backend=backend)
         compared, alone, rules = check_line(p.stderr)
+        reports = [f for f in os.listdir(tmp) if f.endswith(".json")]
+        with open(os.path.join(tmp, reports[0])) as f:
+            used = json.load(f).get("process", {}).get("backend")
+        if used != backend:
+            fail(f"backend {used}, want {backend}")
         # 41 depths x 3, realigned, alloca, 4 x 50 threads, 15 plugin calls.
         if compared < 41 * 3 + 2 + 200 + 15:
             fail(f"only {compared} stacks compared")
@@ -112,5 +119,6 @@ def same_sites():
     print(f"{len(got['fast'])} leak sites, identical frames")
 
 
-{"zoo": zoo, "python": python, "same-sites": same_sites}[sys.argv[1]]()
+{"zoo": zoo, "zoo-cupti": lambda: zoo("cupti"), "python": python,
+ "same-sites": same_sites}[sys.argv[1]]()
 print("PASS")
