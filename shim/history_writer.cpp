@@ -63,7 +63,7 @@ using EventBytes = std::vector<uint8_t, NoInitAllocator<uint8_t>>;
 
 constexpr size_t kFirstBufferBytes = 16 * 1024;
 
-struct ThreadBuf {
+struct alignas(64) ThreadBuf {  // threads never share a line
   ShardLock lock;
   EventBytes bytes;  // size() is the room; `used` the bytes written
   size_t used = 0;

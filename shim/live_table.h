@@ -47,7 +47,7 @@ class LiveTable {
   void reset_locks_after_fork();
 
  private:
-  struct Shard {
+  struct alignas(64) Shard {  // own cache line: no false sharing of lock words
     ShardLock lock;
     std::vector<LiveRecord> slots;
     size_t used = 0;

@@ -49,7 +49,7 @@ class StackTable {
     uint32_t offset;  // into Shard::ips
     uint32_t len;
   };
-  struct Shard {
+  struct alignas(64) Shard {  // own cache line: no false sharing of lock words
     ShardLock lock;
     std::vector<uint64_t> ips;
     std::vector<Entry> entries;           // index = local id
