@@ -21,46 +21,53 @@ class SpinGuard {
 };
 }  // namespace
 
-RuleTable::Slot *RuleTable::map_slots() {
-  Slot *t = slots_.load(std::memory_order_acquire);
-  if (t) return t;
+std::atomic<uint64_t> *RuleTable::map_table() {
   // Anonymous zero pages: only the slots in use ever become resident.
-  void *p = mmap(nullptr, sizeof(Slot) << kBits, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED) return nullptr;
-  Slot *expected = nullptr;
-  if (!slots_.compare_exchange_strong(expected, static_cast<Slot *>(p))) {
-    munmap(p, sizeof(Slot) << kBits);
-    return expected;
-  }
-  return static_cast<Slot *>(p);
+  void *p = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                 -1, 0);
+  return p == MAP_FAILED ? nullptr : static_cast<std::atomic<uint64_t> *>(p);
+}
+
+bool RuleTable::reserve() {
+  if (table_.load(std::memory_order_acquire)) return true;
+  SpinGuard g(lock_);
+  if (table_.load(std::memory_order_relaxed)) return true;
+  std::atomic<uint64_t> *t = map_table();
+  table_.store(t, std::memory_order_release);
+  return t != nullptr;
 }
 
 bool RuleTable::insert(uint64_t ip, uint64_t packed) {
   if (!ip || !packed) return false;
-  Slot *t = map_slots();
-  if (!t) return false;
   SpinGuard g(lock_);
+  std::atomic<uint64_t> *t = table_.load(std::memory_order_relaxed);
+  if (!t) return false;
   for (uint64_t i = index(ip), probes = 0; probes < kMaxProbes; ++probes, i = (i + 1) & kMask) {
-    uint64_t k = t[i].key.load(std::memory_order_relaxed);
+    uint64_t k = t[i].load(std::memory_order_relaxed);
     if (k == ip) return true;  // another thread learned it first
     if (k) continue;
-    t[i].rule.store(packed, std::memory_order_release);
-    t[i].key.store(ip, std::memory_order_release);
+    t[kSlots + i].store(packed, std::memory_order_release);
+    t[i].store(ip, std::memory_order_release);
     used_.fetch_add(1, std::memory_order_relaxed);
     return true;
   }
   return false;
 }
 
-void RuleTable::clear() {
-  Slot *t = slots_.load(std::memory_order_acquire);
-  if (!t) return;
+bool RuleTable::clear() {
   SpinGuard g(lock_);
-  // Zero pages in place: a concurrent reader sees key 0 (a miss) or a
-  // re-read key mismatch, never a torn pair, and the memory is returned.
-  madvise(t, sizeof(Slot) << kBits, MADV_DONTNEED);
+  std::atomic<uint64_t> *old = table_.load(std::memory_order_relaxed);
+  if (!old) return true;
+  if (retired_ == kMaxTables) return false;
+  std::atomic<uint64_t> *fresh = map_table();
+  if (!fresh) return false;
+  table_.store(fresh, std::memory_order_release);
   used_.store(0, std::memory_order_relaxed);
+  ++retired_;
+  // The retired table stays mapped (a walker may still read it) but its
+  // memory goes back to the kernel; it now reads as zeros: misses.
+  madvise(old, kBytes, MADV_DONTNEED);
+  return true;
 }
 
 // Constant-initialised and trivially destructible: usable before any

@@ -3,9 +3,11 @@
 // the DWARF CFI) and applied afterwards without it: the per-frame cost drops
 // from a CFI interpretation to a table probe and two loads.
 //
-// Readers never lock. Inserts are serialised by a spin lock and publish the
-// rule before the key; a reader re-reads the key after the rule, so a slot
-// recycled by clear() is never paired with the wrong rule.
+// Readers never lock, and a table is insert-only: inserts (serialised by a
+// spin lock) publish the rule before the key, and a slot never changes key.
+// Unloaded code retires the whole table for a fresh one; the retired pages
+// are returned to the kernel and read as zeros (a miss) by a walker still
+// holding the old table, so no reader can pair a key with another key's rule.
 #pragma once
 
 #include <atomic>
@@ -53,56 +55,58 @@ static_assert(FrameRule::unpack(kPackedFramePointer).rbp_off == -16);
 
 class RuleTable {
  public:
-  struct Slot {
-    std::atomic<uint64_t> key;
-    std::atomic<uint64_t> rule;
-  };
-  static constexpr int kBits = 17;  // 128k slots, 2 MiB of address space, touched on use
+  static constexpr int kBits = 17;  // 128k slots: 2 MiB of address space, touched on use
+
+  // Keys at [0, kSlots), rules at [kSlots, 2 * kSlots): a probe is one scaled
+  // load per array.
+  static constexpr uint64_t kSlots = 1ull << kBits;
+  using Table = const std::atomic<uint64_t> *;
 
   // The packed rule for `ip`, or 0 when unknown. Lock-free.
   uint64_t find(uint64_t ip) const {
-    Slot *t = slots_.load(std::memory_order_acquire);
+    Table t = table();
     if (!t) return 0;
     for (uint64_t i = index(ip), probes = 0; probes < kMaxProbes; ++probes, i = (i + 1) & kMask) {
-      uint64_t k = t[i].key.load(std::memory_order_acquire);
-      if (k == ip) {
-        uint64_t v = t[i].rule.load(std::memory_order_acquire);
-        return t[i].key.load(std::memory_order_relaxed) == ip ? v : 0;
-      }
+      uint64_t k = t[i].load(std::memory_order_acquire);
+      if (k == ip) return t[kSlots + i].load(std::memory_order_acquire);
       if (!k) return 0;
     }
     return 0;
   }
   // The walker's inline probe: the home slot of `ip` only, in a table it
-  // loaded once with slots(). 0 is not final; find() settles it.
-  const Slot *slots() const { return slots_.load(std::memory_order_acquire); }
-  static uint64_t find_home(const Slot *t, uint64_t ip) {
-    const Slot &s = t[index(ip)];
-    if (s.key.load(std::memory_order_acquire) != ip) return 0;
-    uint64_t v = s.rule.load(std::memory_order_acquire);
-    return s.key.load(std::memory_order_relaxed) == ip ? v : 0;
+  // loaded once with table(). 0 is not final; find() settles it.
+  Table table() const { return table_.load(std::memory_order_acquire); }
+  static uint64_t find_home(Table t, uint64_t ip) {
+    uint64_t i = index(ip);
+    if (t[i].load(std::memory_order_acquire) != ip) return 0;
+    return t[kSlots + i].load(std::memory_order_acquire);
   }
   // Maps the table now (at first CUDA use), so the walker never sees it
   // missing. False if that failed.
-  bool reserve() { return map_slots() != nullptr; }
+  bool reserve();
   // Publishes a rule. False when the table is unavailable or the probe run is
   // full (the caller then walks with libunwind).
   bool insert(uint64_t ip, uint64_t packed);
   // Code was unloaded: its addresses may come back holding other code.
-  void clear();
+  // False once kMaxTables tables were retired (each keeps its address range
+  // reserved): the caller then stops using rules.
+  bool clear();
   // Child side of fork: the inserting thread may not exist any more.
   void reset_lock_after_fork() { lock_.store(false, std::memory_order_relaxed); }
   size_t size() const { return used_.load(std::memory_order_relaxed); }
 
  private:
-  static constexpr uint64_t kMask = (1ull << kBits) - 1;
+  static constexpr uint64_t kMask = kSlots - 1;
   static constexpr int kMaxProbes = 32;
+  static constexpr int kMaxTables = 64;
+  static constexpr size_t kBytes = 2 * kSlots * sizeof(uint64_t);
   static uint64_t index(uint64_t ip) { return (ip * 0x9e3779b97f4a7c15ULL) >> (64 - kBits); }
-  Slot *map_slots();
+  static std::atomic<uint64_t> *map_table();
 
-  std::atomic<Slot *> slots_{nullptr};
+  std::atomic<std::atomic<uint64_t> *> table_{nullptr};
   std::atomic<bool> lock_{false};
   std::atomic<size_t> used_{0};
+  int retired_ = 0;  // under lock_
 };
 
 extern RuleTable g_rules;

@@ -27,7 +27,8 @@ using UnwSetCacheSize = int (*)(void *, size_t, int);
 
 UnwBacktrace g_unw_backtrace = nullptr;
 UnwindMode g_mode = UnwindMode::Libunwind;
-bool g_fast = false;  // the rule walker is usable (libunwind found, mode allows)
+// The rule walker is usable (libunwind found, mode allows, not given up).
+std::atomic<bool> g_fast{false};
 
 std::atomic<uint64_t> g_learned{0};
 std::atomic<uint64_t> g_fallbacks{0};
@@ -114,7 +115,7 @@ __attribute__((noinline)) int general_step(Frame &f, uint64_t hi) {
 
 // One step with the rule in the home slot inline (the frame-pointer rule
 // first); anything else goes to general_step.
-inline __attribute__((always_inline)) int step(const unwind::RuleTable::Slot *table,
+inline __attribute__((always_inline)) int step(unwind::RuleTable::Table table,
                                                uint64_t &ip, uint64_t &rsp, uint64_t &rbp,
                                                uint64_t hi) {
   uint64_t v = unwind::RuleTable::find_home(table, ip);
@@ -157,7 +158,7 @@ __attribute__((noinline)) int fast_walk(uint64_t *out, int max, uint64_t *hash) 
   // On another stack (sigaltstack, a coroutine): bounds unknown.
   if (rsp >= hi || hi - rsp > (uint64_t{1} << 32)) return -1;
   uint64_t ip = fp[1], rbp = fp[0];
-  const unwind::RuleTable::Slot *table = g_rules.slots();
+  unwind::RuleTable::Table table = g_rules.table();
   // torchseal's own frames: the shim is built with frame pointers, so they
   // need no rule.
   for (int self = 0; is_self(ip); ++self) {
@@ -225,10 +226,10 @@ const char *unwinder_init(UnwindMode mode) {
     auto as = reinterpret_cast<void **>(dlsym(h, "_ULx86_64_local_addr_space"));
     if (policy && as) policy(*as, kCachePerThread);
     if (cache_size && as) cache_size(*as, 1024, 0);
-    g_fast = mode != UnwindMode::Libunwind && g_unw_backtrace && unwind::learner_init(h) &&
-             g_rules.reserve();
+    g_fast.store(mode != UnwindMode::Libunwind && g_unw_backtrace && unwind::learner_init(h) &&
+                 g_rules.reserve());
   }
-  if (g_fast) return mode == UnwindMode::Check ? "learned rules, checked against libunwind"
+  if (g_fast.load()) return mode == UnwindMode::Check ? "learned rules, checked against libunwind"
                                                : "learned rules + libunwind";
   if (g_unw_backtrace) return "libunwind";
   // Warm up glibc's backtrace() (it dlopens libgcc_s on first use).
@@ -240,7 +241,7 @@ const char *unwinder_init(UnwindMode mode) {
 const uint64_t *capture_stack_inplace(uint64_t (&buf)[kCaptureBufFrames], int max, int *n_out,
                                       uint64_t *hash) {
   static_assert(sizeof(void *) == sizeof(uint64_t));
-  if (g_fast) {
+  if (g_fast.load(std::memory_order_relaxed)) {
     int want = max < kCaptureBufFrames ? max : kCaptureBufFrames;
     int n = fast_walk(buf, want, hash);
     if (n >= 0) {
@@ -264,12 +265,19 @@ int capture_stack(uint64_t *out, int max) {
   return n;
 }
 
-void unwinder_code_unloaded() { g_rules.clear(); }
+void unwinder_code_unloaded() {
+  if (g_fast.load() && !g_rules.clear()) {
+    // Many unloads (each retires a table): stop learning, walk with libunwind.
+    g_fast.store(false);
+    log::warn("unwinder: code was unloaded too often to keep learned frame rules; stacks are "
+              "walked by libunwind from now on");
+  }
+}
 
 void unwinder_after_fork() { g_rules.reset_lock_after_fork(); }
 
 void unwinder_log_summary() {
-  if (!g_fast) return;
+  if (!g_fast.load() && !g_learned.load()) return;
   uint64_t fb = g_fallbacks.load(std::memory_order_relaxed);
   if (g_mode == UnwindMode::Check) {
     uint64_t checked = g_checked.load(), bad = g_mismatches.load();

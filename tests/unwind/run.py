@@ -66,13 +66,16 @@ def zoo(backend="hooks"):
             used = json.load(f).get("process", {}).get("backend")
         if used != backend:
             fail(f"backend {used}, want {backend}")
-        # 41 depths x 3, realigned, alloca, 4 x 50 threads, 15 plugin calls.
+        # 41 depths x 3, realigned, alloca, 4 x 50 threads, the first plugin
+        # rounds.
         if compared < 41 * 3 + 2 + 200 + 15:
             fail(f"only {compared} stacks compared")
         if alone < 2:
             fail(f"signal frame / alternate stack: {alone} captures went to libunwind, want >= 2")
         if rules < 10:
             fail(f"only {rules} rules learned")
+        if "unloaded too often" not in p.stderr:
+            fail("70 plugin unloads: no line saying the walker gave up its rules:\n" + p.stderr)
 
 
 def python():
