@@ -86,7 +86,7 @@ void publish(uint64_t atsc, uint64_t ans, uint64_t mult) {
 // Re-anchors the line if it is due, under g_updating (so the line read
 // here is the one being continued). The pair is read back to back; a
 // preempted pair only bends the slope a little.
-bool maybe_reanchor() {
+__attribute__((noinline)) bool maybe_reanchor() {
   if (g_updating.exchange(true, std::memory_order_acquire)) return false;
   uint64_t atsc = g_line.anchor_tsc.load(std::memory_order_relaxed);
   uint64_t ans = g_line.anchor_ns.load(std::memory_order_relaxed);
@@ -106,7 +106,7 @@ bool maybe_reanchor() {
   return true;
 }
 
-uint64_t slow_now() {
+__attribute__((noinline)) uint64_t slow_now() {
   int mode = g_mode.load(std::memory_order_acquire);
   if (mode == kUnknown) {
     bool ok = invariant_tsc() && kernel_uses_tsc();
