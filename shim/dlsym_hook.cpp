@@ -6,6 +6,12 @@
 
 #include "driver_api.h"
 
+// Sanitizer runtimes resolve their interceptors with dlsym(RTLD_NEXT, ...)
+// while they initialize, before their shadow memory exists, and that lookup
+// lands here. So in a sanitizer build of the shim, the code on that path must
+// not be instrumented.
+#define TS_UNINSTRUMENTED __attribute__((no_sanitize("address", "thread")))
+
 extern "C" {
 // Read by the assembly trampoline in dlsym_trampoline.S.
 __attribute__((visibility("hidden"))) void *torchseal_real_dlsym_ptr = nullptr;
@@ -15,7 +21,7 @@ __attribute__((visibility("hidden"))) void *torchseal_dlsym_filter(void *handle,
 namespace torchseal {
 namespace {
 
-void resolve_real_dlsym() {
+TS_UNINSTRUMENTED void resolve_real_dlsym() {
   if (torchseal_real_dlsym_ptr) return;
   void *p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
   if (!p) p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
@@ -35,7 +41,7 @@ void *real_dlsym(void *handle, const char *name) {
 
 // Returns our wrapper when `name` is a driver function we wrap and the real
 // one exists behind `handle`; nullptr means "forward the call untouched".
-void *torchseal_dlsym_filter(void *handle, const char *name) {
+TS_UNINSTRUMENTED void *torchseal_dlsym_filter(void *handle, const char *name) {
   torchseal::resolve_real_dlsym();
   // Cheap reject first: every wrapped name starts with "cu" + uppercase.
   if (!name || name[0] != 'c' || name[1] != 'u' || name[2] < 'A' || name[2] > 'Z') return nullptr;

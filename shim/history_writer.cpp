@@ -290,12 +290,17 @@ void pass() {
     Guard g(s.registry_lock);
     chunks.swap(s.sealed);
     s.sealed_bytes = 0;
+    // Every buffer is sealed under all their locks at once: the pass is one
+    // cut across threads. Drained one at a time, a thread whose buffer was
+    // already drained could allocate (next pass) and hand the memory to a
+    // thread not yet drained, whose free would then land in this pass,
+    // before its allocation: the reader only orders events within a pass.
+    for (ThreadBuf *b : s.bufs) b->lock.lock();
+    for (ThreadBuf *b : s.bufs)
+      if (b->count) chunks.push_back(seal(*b));
+    for (ThreadBuf *b : s.bufs) b->lock.unlock();
     for (auto it = s.bufs.begin(); it != s.bufs.end();) {
       ThreadBuf *b = *it;
-      {
-        Guard bg(b->lock);
-        if (b->count) chunks.push_back(seal(*b));
-      }
       if (b->dead.load()) {
         dead.push_back(b);
         it = s.bufs.erase(it);

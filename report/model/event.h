@@ -33,6 +33,7 @@ inline constexpr ApiInfo kApiTable[] = {
 #undef TS_API
 };
 
+// id must be below ApiId::Count: Unknown has no row.
 constexpr const ApiInfo &api_info(ApiId id) { return kApiTable[static_cast<uint16_t>(id)]; }
 constexpr std::string_view api_name(ApiId id) {
   return id < ApiId::Count ? kApiTable[static_cast<uint16_t>(id)].name : std::string_view("unknown");

@@ -83,7 +83,7 @@ def run_example(check, tmp, label, env_extra, preload=True, inject=False):
     env.update(exp.env)
     env["TORCHSEAL_OUTPUT"] = prefix
     if preload:
-        env["LD_PRELOAD"] = shim
+        env["LD_PRELOAD"] = it.preload(shim)
     if inject:
         env["CUDA_INJECTION64_PATH"] = shim
     env.update(env_extra)

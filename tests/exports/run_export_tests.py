@@ -19,7 +19,9 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(1, os.path.join(HERE, ".."))
 import validate_memory_viz  # noqa: E402
+from preload import preload  # noqa: E402
 
 SKIP = 77
 PY = sys.executable
@@ -326,7 +328,7 @@ def test_e2e(tmp):
          if not k.startswith("TORCHSEAL_") and k != "LD_PRELOAD"}
     old = e.get("LD_LIBRARY_PATH")
     e["LD_LIBRARY_PATH"] = simcuda + (":" + old if old else "")
-    e["LD_PRELOAD"] = shim
+    e["LD_PRELOAD"] = preload(shim)
     prefix = os.path.join(tmp, "P")
     e["TORCHSEAL_OUTPUT"] = prefix
     r = subprocess.run([exe], env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -12,6 +12,9 @@ import sys
 import tempfile
 import xml.etree.ElementTree as ET
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from preload import preload  # noqa: E402
+
 SKIP = 77
 failures = []
 
@@ -56,6 +59,8 @@ def base_env(extra=None):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("TORCHSEAL_", "TSEAL_", "SIMCUDA_", "GITHUB_"))
            and k != "LD_PRELOAD"}
+    if preload():  # sanitizer runtimes (tests/preload.py); the shim is added per run
+        env["LD_PRELOAD"] = preload()
     old = env.get("LD_LIBRARY_PATH")
     env["LD_LIBRARY_PATH"] = SIMCUDA + (":" + old if old else "")
     env.update(extra or {})
@@ -74,7 +79,7 @@ def ts(*args, env=None):
 
 def record(tmp, example, prefix, extra_env=None):
     """Run an example under the shim; returns the P.json path."""
-    env = base_env({"LD_PRELOAD": SHIM, "TORCHSEAL_OUTPUT": os.path.join(tmp, prefix)})
+    env = base_env({"LD_PRELOAD": preload(SHIM), "TORCHSEAL_OUTPUT": os.path.join(tmp, prefix)})
     env.update(extra_env or {})
     p = run([binary(example)], env=env)
     if p.returncode != 0:
@@ -157,7 +162,7 @@ def t_suppressions(tmp):
     bad = os.path.join(tmp, "bad.supp")
     with open(bad, "w") as f:
         f.write("leak:ok\nnot a suppression\n")
-    env = base_env({"LD_PRELOAD": SHIM, "TORCHSEAL_OUTPUT": os.path.join(tmp, "b"),
+    env = base_env({"LD_PRELOAD": preload(SHIM), "TORCHSEAL_OUTPUT": os.path.join(tmp, "b"),
                     "TORCHSEAL_SUPPRESSIONS": bad})
     p = run([binary("planted_leaks")], env=env)
     errs = [l for l in p.stderr.splitlines() if "TORCHSEAL_SUPPRESSIONS" in l]

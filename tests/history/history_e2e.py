@@ -18,6 +18,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from preload import preload  # noqa: E402
+
 
 def leak_key(report):
     return sorted(
@@ -31,7 +34,7 @@ def main():
     failures = []
     with tempfile.TemporaryDirectory() as tmp:
         prefix = os.path.join(tmp, "p")
-        env = dict(os.environ, LD_PRELOAD=shim, LD_LIBRARY_PATH=simcuda,
+        env = dict(os.environ, LD_PRELOAD=preload(shim), LD_LIBRARY_PATH=simcuda,
                    TORCHSEAL_OUTPUT=prefix)
         subprocess.run([program], env=env, check=True, stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL, timeout=300)

@@ -23,6 +23,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from preload import preload  # noqa: E402
+
 SKIP = 77
 MAX_PAGE_BYTES = 5 * 1024 * 1024
 MAX_RENDER_SECONDS = 5.0
@@ -101,7 +104,7 @@ def run_planted(tmp):
          if not k.startswith("TORCHSEAL_") and k != "LD_PRELOAD"}
     old = e.get("LD_LIBRARY_PATH")
     e["LD_LIBRARY_PATH"] = simcuda + (":" + old if old else "")
-    e["LD_PRELOAD"] = shim
+    e["LD_PRELOAD"] = preload(shim)
     prefix = os.path.join(tmp, "p")
     e["TORCHSEAL_OUTPUT"] = prefix
     r = subprocess.run([exe], env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

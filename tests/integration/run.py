@@ -36,6 +36,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from preload import preload  # noqa: E402
+
 SKIP = 77
 TIMEOUT = 600  # seconds per child process
 
@@ -117,10 +120,13 @@ def cfg(name, required=True, what=None):
 
 def base_env(need_simcuda=True):
     """The caller's environment minus anything that would steer torchseal,
-    with simcuda first on LD_LIBRARY_PATH."""
+    with simcuda first on LD_LIBRARY_PATH. LD_PRELOAD holds only what a
+    sanitizer run needs (see tests/preload.py); the shim is added per run."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("TORCHSEAL_") and not k.startswith("TSEAL_IT_")
            and not k.startswith("SIMCUDA_") and k != "LD_PRELOAD"}
+    if preload():
+        env["LD_PRELOAD"] = preload()
     if not need_simcuda:
         return env
     simcuda = cfg("TSEAL_IT_SIMCUDA_DIR", what="simcuda")
@@ -495,7 +501,7 @@ def scenario_example(args):
             template = os.path.join(tmp, "p0" if run_no == 0 else "p1-%p")
             env = base_env()
             env.update(exp.env)
-            env["LD_PRELOAD"] = shim
+            env["LD_PRELOAD"] = preload(shim)
             env["TORCHSEAL_OUTPUT"] = template
             if exit_code is not None:
                 env["TORCHSEAL_EXIT_CODE"] = str(exit_code)
@@ -596,7 +602,7 @@ def scenario_inert(args):
         for argv in commands:
             with tempfile.TemporaryDirectory(prefix="tseal-it-") as tmp:
                 env = base_env(need_simcuda=False)
-                env["LD_PRELOAD"] = shim
+                env["LD_PRELOAD"] = preload(shim)
                 if with_output:
                     env["TORCHSEAL_OUTPUT"] = os.path.join(tmp, "x-%p")
                 result = run(argv, env, cwd=tmp)
@@ -619,7 +625,7 @@ def scenario_bad_config(args):
     check = Checker("bad-config %s=%s" % (var, value))
     with tempfile.TemporaryDirectory(prefix="tseal-it-") as tmp:
         env = base_env()
-        env["LD_PRELOAD"] = shim
+        env["LD_PRELOAD"] = preload(shim)
         env["TORCHSEAL_OUTPUT"] = os.path.join(tmp, "p")
         env[var] = value
         result = run([binary], env, cwd=tmp)
@@ -646,7 +652,7 @@ def scenario_unwritable_output(args):
         with open(blocker, "w") as f:
             f.write("a file where a directory should be\n")
         env = base_env()
-        env["LD_PRELOAD"] = shim
+        env["LD_PRELOAD"] = preload(shim)
         env["TORCHSEAL_OUTPUT"] = os.path.join(blocker, "p")  # even root cannot write here
         for exit_code in (None, "23"):
             if exit_code:

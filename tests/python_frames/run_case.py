@@ -5,6 +5,9 @@ import os
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from preload import preload  # noqa: E402
+
 TIMEOUT_S = 90
 
 interp, script, args = sys.argv[1], sys.argv[2], sys.argv[3:]
@@ -14,6 +17,8 @@ if not interp or not os.access(interp, os.X_OK):
 env = dict(os.environ)
 env.pop("PYTHONPATH", None)
 env.pop("PYTHONHOME", None)
+if preload():  # sanitizer runs: the probe library is instrumented, the interpreter is not
+    env["LD_PRELOAD"] = preload()
 try:
     r = subprocess.run([interp, script, *args], env=env, timeout=TIMEOUT_S)
 except subprocess.TimeoutExpired:

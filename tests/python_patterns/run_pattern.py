@@ -40,6 +40,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from preload import preload  # noqa: E402
+
 SKIP = 77
 TIMEOUT = 300
 
@@ -91,6 +94,8 @@ def base_env():
                 "PYTHONPATH", "PYTHONHOME", "LD_PRELOAD", "NVTX_INJECTION64_PATH",
                 "CUDA_INJECTION64_PATH"):
             del env[k]
+    if preload():  # sanitizer runtimes (tests/preload.py); `torchseal run` adds the shim
+        env["LD_PRELOAD"] = preload()
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["TORCHSEAL_LOG"] = "warn"
     return env

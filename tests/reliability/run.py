@@ -20,6 +20,9 @@ the test SKIP, exit 77):
     TSEAL_REL_BIN_<name>    test programs (examples/stress_*.cpp, crash_*, fork_*,
                             signals_*, tests/reliability/host_integrity.cpp)
 
+TSEAL_REL_SHIM_LINKED=1: the test programs link the shim themselves, so it
+is not preloaded (tests/tsan: a ThreadSanitizer runtime cannot be preloaded).
+
 Load size: STRESS_PAIRS (pairs per thread) if set in the environment, else
 TSEAL_REL_STRESS_PAIRS_CI (what meson sets for CI). The full figure of the
 issue is STRESS_PAIRS=250000 (8 x 250k pairs = 4,000,002 events).
@@ -50,6 +53,7 @@ WATCHDOG = 120  # seconds per child process unless a scenario says otherwise
 # The assertion helpers are the integration harness's (one definition).
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
 from run import Checker, Failed, skip  # noqa: E402
+from preload import preload  # noqa: E402  (tests/, on the path through run)
 
 
 def cfg(name, what=None):
@@ -65,7 +69,7 @@ def binary(name):
     return cfg("TSEAL_REL_BIN_" + name, "test program " + name)
 
 
-def base_env(preload=True):
+def base_env(with_shim=True):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("TORCHSEAL_", "TSEAL_", "SIMCUDA_"))
            and k not in ("LD_PRELOAD", "STRESS_PAIRS")}
@@ -76,12 +80,10 @@ def base_env(preload=True):
             skip("simcuda's %s is not built yet in %s" % (lib, simcuda))
     old = env.get("LD_LIBRARY_PATH")
     env["LD_LIBRARY_PATH"] = simcuda + (":" + old if old else "")
-    if preload:
-        env["LD_PRELOAD"] = cfg("TSEAL_REL_SHIM", "shim (libtorchseal.so)")
-        # scripts/sanitize: an instrumented shim needs the ASan runtime first.
-        first = os.environ.get("TSEAL_SANITIZE_PRELOAD", "").strip()
-        if first:
-            env["LD_PRELOAD"] = first + " " + env["LD_PRELOAD"]
+    linked = os.environ.get("TSEAL_REL_SHIM_LINKED") == "1"
+    shim = cfg("TSEAL_REL_SHIM", "shim (libtorchseal.so)") if with_shim and not linked else None
+    if preload(shim):
+        env["LD_PRELOAD"] = preload(shim)
     env["TORCHSEAL_LOG"] = "warn"
     return env
 
@@ -483,7 +485,7 @@ def scenario_bad_config(args):
     prog = binary("crash_points")
     check = Checker("bad-config %s=%s" % (var, value))
     with tempfile.TemporaryDirectory(prefix="tseal-rel-") as tmp:
-        base = run([prog, "return", "11"], base_env(preload=False), cwd=tmp)
+        base = run([prog, "return", "11"], base_env(with_shim=False), cwd=tmp)
         env = base_env()
         env["TORCHSEAL_OUTPUT"] = os.path.join(tmp, "p")
         env[var] = value
@@ -506,7 +508,7 @@ def scenario_host_integrity(args):
     prog = binary("host_integrity")
     check = Checker("host-integrity")
     with tempfile.TemporaryDirectory(prefix="tseal-rel-") as tmp:
-        base = run([prog], base_env(preload=False), cwd=tmp)
+        base = run([prog], base_env(with_shim=False), cwd=tmp)
         check.note("baseline", base.describe())
         env = base_env()
         env["TORCHSEAL_OUTPUT"] = os.path.join(tmp, "p")

@@ -22,6 +22,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from preload import preload  # noqa: E402
+
 SRC = os.environ.get("TSEAL_TORCH_SOURCE") or os.path.abspath(
     os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD = os.environ.get("TSEAL_TORCH_BUILD") or os.path.join(SRC, "build")
@@ -90,8 +93,11 @@ def sim_env(extra=None, shim=False, mode="segments", output=None):
     env["TORCHSEAL_BUILD_DIR"] = BUILD
     env["PYTHONPATH"] = EXAMPLES
     env["PYTHONUNBUFFERED"] = "1"
+    # First: simgpu appends simcuda after it. Sanitizer runs: simcuda is
+    # instrumented too, so its runtimes go in even without the shim.
+    if preload(SHIM if shim else None):
+        env["LD_PRELOAD"] = preload(SHIM if shim else None)
     if shim:
-        env["LD_PRELOAD"] = SHIM  # first: simgpu appends simcuda after it
         env["TORCHSEAL_OUTPUT"] = output
     if mode == "tensors":
         env["TORCHSEAL_TORCH"] = "tensors"

@@ -7,6 +7,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from preload import preload  # noqa: E402
+
 TS, SHIM = sys.argv[1], sys.argv[2]
 failures = []
 
@@ -101,9 +104,12 @@ with tempfile.TemporaryDirectory() as d:
     check(lines[:1] == [os.path.realpath(SHIM)] or lines[:1] == [SHIM], f"run: LD_PRELOAD {lines[:1]}")
     check(lines[1:2] == [f"{d}/out-%p,23,hooks,16,debug"], f"run: env {lines[1:2]}")
 
+    # In a sanitizer run the CLI itself is instrumented: its runtime must come
+    # before any preload (tests/preload.py), and is kept like any other entry.
+    existing = preload("libm.so.6")
     p = run(["run", "--", "sh", "-c", 'echo "$LD_PRELOAD"'],
-            env={"TORCHSEAL_SHIM": SHIM, "LD_PRELOAD": "libm.so.6"})
-    check(p.stdout.strip() == SHIM + ":libm.so.6", f"run: existing LD_PRELOAD kept, got {p.stdout!r}")
+            env={"TORCHSEAL_SHIM": SHIM, "LD_PRELOAD": existing})
+    check(p.stdout.strip() == SHIM + ":" + existing, f"run: existing LD_PRELOAD kept, got {p.stdout!r}")
 
     one_error_line(run(["run", "--", "true"], env={"TORCHSEAL_SHIM": d + "/nope.so"}),
                    "TORCHSEAL_SHIM", "missing shim override")

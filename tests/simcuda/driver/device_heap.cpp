@@ -18,8 +18,8 @@ namespace {
 uintptr_t g_base;
 size_t g_span;
 char *g_shadow;
-std::map<uintptr_t, size_t> g_free;  // start -> length, coalesced
-std::vector<uint64_t> g_charged;
+Immortal<std::map<uintptr_t, size_t>> g_free;  // start -> length, coalesced
+Immortal<std::vector<uint64_t>> g_charged;
 
 constexpr size_t kMaxArena = size_t(32) << 40;  // leaves room in 47-bit VA
 
@@ -51,8 +51,8 @@ bool heap_init()
         g_base = round_up(reinterpret_cast<uintptr_t>(dev), kGranularity);
         g_shadow = static_cast<char *>(sh) + (g_base - reinterpret_cast<uintptr_t>(dev));
         g_span = n;
-        g_free[g_base] = n;
-        g_charged.assign(c.devices, 0);
+        (*g_free)[g_base] = n;
+        g_charged->assign(c.devices, 0);
         return true;
     }
     std::fprintf(stderr, "simcuda: cannot reserve device address space\n");
@@ -66,23 +66,23 @@ bool va_carve(size_t size, size_t align, uintptr_t hint, uintptr_t *out)
     auto take = [&](std::map<uintptr_t, size_t>::iterator it, uintptr_t at) {
         uintptr_t start = it->first;
         size_t len = it->second;
-        g_free.erase(it);
+        g_free->erase(it);
         if (at > start)
-            g_free[start] = at - start;
+            (*g_free)[start] = at - start;
         if (at + size < start + len)
-            g_free[at + size] = start + len - (at + size);
+            (*g_free)[at + size] = start + len - (at + size);
         *out = at;
         return true;
     };
     if (hint) {
-        auto it = g_free.upper_bound(hint);
-        if (it != g_free.begin()) {
+        auto it = g_free->upper_bound(hint);
+        if (it != g_free->begin()) {
             --it;
             if (hint % align == 0 && hint + size <= it->first + it->second)
                 return take(it, hint);
         }
     }
-    for (auto it = g_free.begin(); it != g_free.end(); ++it) {
+    for (auto it = g_free->begin(); it != g_free->end(); ++it) {
         uintptr_t at = round_up(it->first, align);
         if (at + size <= it->first + it->second)
             return take(it, at);
@@ -92,32 +92,32 @@ bool va_carve(size_t size, size_t align, uintptr_t hint, uintptr_t *out)
 
 void va_release(uintptr_t p, size_t size)
 {
-    auto next = g_free.lower_bound(p);
-    if (next != g_free.end() && p + size == next->first) {
+    auto next = g_free->lower_bound(p);
+    if (next != g_free->end() && p + size == next->first) {
         size += next->second;
-        next = g_free.erase(next);
+        next = g_free->erase(next);
     }
-    if (next != g_free.begin()) {
+    if (next != g_free->begin()) {
         auto prev = std::prev(next);
         if (prev->first + prev->second == p) {
             prev->second += size;
             return;
         }
     }
-    g_free[p] = size;
+    (*g_free)[p] = size;
 }
 
 bool charge(int dev, uint64_t bytes)
 {
-    if (bytes > config().capacity - g_charged[dev])
+    if (bytes > config().capacity - (*g_charged)[dev])
         return false;
-    g_charged[dev] += bytes;
+    (*g_charged)[dev] += bytes;
     return true;
 }
 
-void uncharge(int dev, uint64_t bytes) { g_charged[dev] -= bytes; }
+void uncharge(int dev, uint64_t bytes) { (*g_charged)[dev] -= bytes; }
 
-uint64_t charged(int dev) { return g_charged[dev]; }
+uint64_t charged(int dev) { return (*g_charged)[dev]; }
 
 bool in_arena(uintptr_t p) { return p >= g_base && p < g_base + g_span; }
 

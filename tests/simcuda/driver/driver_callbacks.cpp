@@ -6,8 +6,14 @@ namespace simcuda {
 namespace {
 
 // Replaced sinks are never freed: another thread may still be delivering
-// through the previous one.
+// through the previous one. Each registered sink keeps a link to the one
+// registered before it, so none of them becomes unreachable (a leak).
+struct RegisteredSink {
+    simcudaCallbackSink sink;
+    const RegisteredSink *older;
+};
 std::atomic<const simcudaCallbackSink *> g_sink{nullptr};
+std::atomic<const RegisteredSink *> g_registered{nullptr};  // newest first
 std::atomic<uint32_t> g_correlation{1};
 
 }  // namespace
@@ -47,7 +53,13 @@ simcudaInternalRegisterCallbackSink(const simcudaCallbackSink *sink)
 {
     if (sink && sink->version != SIMCUDA_HOOKS_VERSION)
         return -1;
-    const simcudaCallbackSink *copy = sink ? new simcudaCallbackSink(*sink) : nullptr;
+    const simcudaCallbackSink *copy = nullptr;
+    if (sink) {
+        auto *node = new simcuda::RegisteredSink{*sink, simcuda::g_registered.load()};
+        while (!simcuda::g_registered.compare_exchange_weak(node->older, node)) {
+        }
+        copy = &node->sink;
+    }
     simcuda::g_sink.store(copy, std::memory_order_release);
     return 0;
 }

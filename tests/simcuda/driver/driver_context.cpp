@@ -13,17 +13,17 @@ namespace {
 thread_local CUctx_st *t_current = nullptr;
 thread_local std::vector<CUctx_st *> t_stack;  // cuCtxPush/PopCurrent
 std::atomic<uint32_t> g_next_uid{1};
-std::set<CUctx_st *> g_contexts;  // every context ever created
+Immortal<std::set<CUctx_st *>> g_contexts;  // every context ever created
 
 }  // namespace
 
 std::vector<Device> &devices_locked()
 {
-    static std::vector<Device> devs;
-    return devs;
+    static Immortal<std::vector<Device>> devs;
+    return *devs;
 }
 
-bool context_live_locked(CUctx_st *c) { return c && g_contexts.count(c) && c->alive; }
+bool context_live_locked(CUctx_st *c) { return c && g_contexts->count(c) && c->alive; }
 
 CUctx_st *current_context() { return t_current; }
 void set_current_context(CUctx_st *c) { t_current = c; }
@@ -63,7 +63,7 @@ void destroy_context(CUctx_st *c)
 static CUctx_st *new_context_locked(int dev, bool primary)
 {
     auto *c = new CUctx_st{dev, g_next_uid.fetch_add(1), primary, true};
-    g_contexts.insert(c);
+    g_contexts->insert(c);
     return c;
 }
 
@@ -276,7 +276,7 @@ CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx)
     if (!ctx)
         return cuCtxSynchronize();
     Lock lock(driver_mutex());
-    if (!g_contexts.count(ctx))
+    if (!g_contexts->count(ctx))
         return CUDA_ERROR_INVALID_CONTEXT;
     if (!ctx->alive)
         return CUDA_ERROR_CONTEXT_IS_DESTROYED;
@@ -292,7 +292,7 @@ CUresult CUDAAPI cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
     if (!device)
         return CUDA_ERROR_INVALID_VALUE;
     Lock lock(driver_mutex());
-    if (!g_contexts.count(ctx))
+    if (!g_contexts->count(ctx))
         return CUDA_ERROR_INVALID_CONTEXT;
     if (!ctx->alive)
         return CUDA_ERROR_CONTEXT_IS_DESTROYED;

@@ -18,6 +18,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "../immortal.h"
 #include "../simcuda_hooks.h"
 
 struct CUctx_st {

@@ -9,7 +9,7 @@
 namespace simcuda {
 namespace {
 
-std::map<uintptr_t, Alloc> g_allocs;
+Immortal<std::map<uintptr_t, Alloc>> g_allocs;
 
 CUresult alloc_device_locked(CUctx_st *c, size_t n, uintptr_t *out)
 {
@@ -22,7 +22,7 @@ CUresult alloc_device_locked(CUctx_st *c, size_t n, uintptr_t *out)
         uncharge(c->device, span);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    g_allocs[*out] = Alloc{n, span, span, c->device, c, Kind::Device, nullptr};
+    (*g_allocs)[*out] = Alloc{n, span, span, c->device, c, Kind::Device, nullptr};
     return CUDA_SUCCESS;
 }
 
@@ -42,7 +42,7 @@ CUresult alloc_host_locked(CUctx_st *c, size_t n, Kind kind, uintptr_t *out)
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     *out = reinterpret_cast<uintptr_t>(p);
-    g_allocs[*out] = Alloc{n, charged_bytes, span, c->device, c, kind, nullptr};
+    (*g_allocs)[*out] = Alloc{n, charged_bytes, span, c->device, c, kind, nullptr};
     return CUDA_SUCCESS;
 }
 
@@ -58,8 +58,8 @@ CUresult with_context(CUresult (*fn)(CUctx_st *, size_t, uintptr_t *), size_t n,
 CUresult free_checked(uintptr_t p, bool host)
 {
     Lock lock(driver_mutex());
-    auto it = g_allocs.find(p);
-    if (it == g_allocs.end() || (it->second.kind == Kind::Host) != host)
+    auto it = g_allocs->find(p);
+    if (it == g_allocs->end() || (it->second.kind == Kind::Host) != host)
         return CUDA_ERROR_INVALID_VALUE;
     release_alloc_locked(p);
     return CUDA_SUCCESS;
@@ -67,12 +67,12 @@ CUresult free_checked(uintptr_t p, bool host)
 
 }  // namespace
 
-std::map<uintptr_t, Alloc> &allocs_locked() { return g_allocs; }
+std::map<uintptr_t, Alloc> &allocs_locked() { return *g_allocs; }
 
 std::pair<const uintptr_t, Alloc> *find_alloc_locked(uintptr_t p)
 {
-    auto it = g_allocs.upper_bound(p);
-    if (it == g_allocs.begin())
+    auto it = g_allocs->upper_bound(p);
+    if (it == g_allocs->begin())
         return nullptr;
     --it;
     if (p >= it->first + std::max<size_t>(it->second.size, 1))
@@ -82,11 +82,11 @@ std::pair<const uintptr_t, Alloc> *find_alloc_locked(uintptr_t p)
 
 void release_alloc_locked(uintptr_t p)
 {
-    auto it = g_allocs.find(p);
-    if (it == g_allocs.end())
+    auto it = g_allocs->find(p);
+    if (it == g_allocs->end())
         return;
     Alloc a = it->second;
-    g_allocs.erase(it);
+    g_allocs->erase(it);
     switch (a.kind) {
     case Kind::Device:
         shadow_discard(p, a.span);

@@ -14,7 +14,11 @@
 namespace simcuda {
 namespace {
 
-std::set<CUmemPoolHandle_st *> g_pools;
+Immortal<std::set<CUmemPoolHandle_st *>> g_pools;
+// Destroyed pools are never freed, like contexts: allocations still out point
+// at them, and a stale handle must not alias a newer pool. Kept here so they
+// stay owned.
+Immortal<std::vector<CUmemPoolHandle_st *>> g_destroyed_pools;
 
 CUmemPoolHandle_st *new_pool_locked(int dev, bool is_default)
 {
@@ -22,7 +26,7 @@ CUmemPoolHandle_st *new_pool_locked(int dev, bool is_default)
     p->device = dev;
     p->is_default = is_default;
     p->reuse_follow_event = p->reuse_opportunistic = p->reuse_internal = 1;
-    g_pools.insert(p);
+    g_pools->insert(p);
     return p;
 }
 
@@ -75,7 +79,7 @@ CUresult free_async(CUdeviceptr dptr, CUstream stream)
 
 }  // namespace
 
-bool pool_live_locked(CUmemPoolHandle_st *pool) { return pool && g_pools.count(pool); }
+bool pool_live_locked(CUmemPoolHandle_st *pool) { return pool && g_pools->count(pool); }
 
 CUmemPoolHandle_st *default_pool_locked(int dev)
 {
@@ -124,7 +128,7 @@ void pool_free_locked(uintptr_t p, const Alloc &a)
     CUmemPoolHandle_st *pool = a.pool;
     pool->used -= round_up(a.size, kAlign);
     pool->cached.emplace(a.span, p);
-    if (!g_pools.count(pool))  // destroyed pool: nothing may be kept
+    if (!g_pools->count(pool))  // destroyed pool: nothing may be kept
         pool_trim_locked(pool, 0);
 }
 
@@ -139,7 +143,7 @@ void pool_trim_locked(CUmemPoolHandle_st *pool, uint64_t keep)
 
 void pools_sync_locked(int dev)
 {
-    for (CUmemPoolHandle_st *pool : g_pools)
+    for (CUmemPoolHandle_st *pool : *g_pools)
         if (pool->device == dev && pool->reserved > pool->release_threshold)
             pool_trim_locked(pool, pool->release_threshold);
 }
@@ -209,7 +213,8 @@ CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
     // Outstanding allocations stay valid; their chunks go back to the device
     // as they are freed (the object itself is kept for them).
     pool_trim_locked(pool, 0);
-    g_pools.erase(pool);
+    g_pools->erase(pool);
+    g_destroyed_pools->push_back(pool);
     for (Device &d : devices_locked())
         if (d.current_pool == pool)
             d.current_pool = nullptr;

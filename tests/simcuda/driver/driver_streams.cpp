@@ -8,11 +8,11 @@
 namespace simcuda {
 namespace {
 
-std::set<CUstream_st *> g_streams;
-std::set<CUevent_st *> g_events;
+Immortal<std::set<CUstream_st *>> g_streams;
+Immortal<std::set<CUevent_st *>> g_events;
 constexpr int kLeastPriority = 0, kGreatestPriority = -5;
 
-bool event_valid_locked(CUevent e) { return e && g_events.count(e); }
+bool event_valid_locked(CUevent e) { return e && g_events->count(e); }
 
 CUresult sync_stream(CUstream s)
 {
@@ -28,22 +28,22 @@ CUresult sync_stream(CUstream s)
 
 bool stream_valid_locked(CUstream s)
 {
-    return !s || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD || g_streams.count(s);
+    return !s || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD || g_streams->count(s);
 }
 
 int stream_device_locked(CUstream s, int fallback)
 {
-    if (s && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD && g_streams.count(s))
+    if (s && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD && g_streams->count(s))
         return s->ctx->device;
     return fallback;
 }
 
 void drop_context_streams_locked(CUctx_st *c)
 {
-    for (auto it = g_streams.begin(); it != g_streams.end();) {
+    for (auto it = g_streams->begin(); it != g_streams->end();) {
         if ((*it)->ctx == c) {
             delete *it;
-            it = g_streams.erase(it);
+            it = g_streams->erase(it);
         } else {
             ++it;
         }
@@ -68,7 +68,7 @@ CUresult CUDAAPI cuStreamCreateWithPriority(CUstream *phStream, unsigned int fla
     priority = std::min(kLeastPriority, std::max(kGreatestPriority, priority));
     Lock lock(driver_mutex());
     auto *s = new CUstream_st{c, flags, priority};
-    g_streams.insert(s);
+    g_streams->insert(s);
     *phStream = s;
     return CUDA_SUCCESS;
 }
@@ -82,11 +82,11 @@ CUresult CUDAAPI cuStreamDestroy_v2(CUstream hStream)
 {
     SIM_REQUIRE_INIT();
     Lock lock(driver_mutex());
-    auto it = g_streams.find(hStream);
-    if (it == g_streams.end())
+    auto it = g_streams->find(hStream);
+    if (it == g_streams->end())
         return CUDA_ERROR_INVALID_HANDLE;
     delete *it;
-    g_streams.erase(it);
+    g_streams->erase(it);
     return CUDA_SUCCESS;
 }
 
@@ -120,7 +120,7 @@ CUresult CUDAAPI cuStreamGetPriority(CUstream hStream, int *priority)
         return CUDA_ERROR_INVALID_VALUE;
     if (!stream_valid_locked(hStream))
         return CUDA_ERROR_INVALID_HANDLE;
-    *priority = g_streams.count(hStream) ? hStream->priority : 0;
+    *priority = g_streams->count(hStream) ? hStream->priority : 0;
     return CUDA_SUCCESS;
 }
 
@@ -132,7 +132,7 @@ CUresult CUDAAPI cuStreamGetFlags(CUstream hStream, unsigned int *flags)
         return CUDA_ERROR_INVALID_VALUE;
     if (!stream_valid_locked(hStream))
         return CUDA_ERROR_INVALID_HANDLE;
-    *flags = g_streams.count(hStream) ? hStream->flags : 0;
+    *flags = g_streams->count(hStream) ? hStream->flags : 0;
     return CUDA_SUCCESS;
 }
 
@@ -183,7 +183,7 @@ CUresult CUDAAPI cuEventCreate(CUevent *phEvent, unsigned int Flags)
         return r;
     Lock lock(driver_mutex());
     auto *e = new CUevent_st{Flags, false, {}};
-    g_events.insert(e);
+    g_events->insert(e);
     *phEvent = e;
     return CUDA_SUCCESS;
 }
@@ -194,7 +194,7 @@ CUresult CUDAAPI cuEventDestroy_v2(CUevent hEvent)
     Lock lock(driver_mutex());
     if (!event_valid_locked(hEvent))
         return CUDA_ERROR_INVALID_HANDLE;
-    g_events.erase(hEvent);
+    g_events->erase(hEvent);
     delete hEvent;
     return CUDA_SUCCESS;
 }

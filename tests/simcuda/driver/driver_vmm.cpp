@@ -27,25 +27,25 @@ struct Mapping {
     CUmemGenericAllocationHandle handle;
 };
 
-std::map<CUmemGenericAllocationHandle, Phys> g_handles;
-std::map<uintptr_t, size_t> g_reservations;
-std::map<uintptr_t, Mapping> g_mappings;
+Immortal<std::map<CUmemGenericAllocationHandle, Phys>> g_handles;
+Immortal<std::map<uintptr_t, size_t>> g_reservations;
+Immortal<std::map<uintptr_t, Mapping>> g_mappings;
 CUmemGenericAllocationHandle g_next_handle = 0x5100000001ull;
 
 void unref_locked(CUmemGenericAllocationHandle h)
 {
-    auto it = g_handles.find(h);
+    auto it = g_handles->find(h);
     if (it->second.user_refs + it->second.map_refs > 0)
         return;
     close(it->second.fd);
     uncharge(it->second.prop.location.id, it->second.size);
-    g_handles.erase(it);
+    g_handles->erase(it);
 }
 
 bool in_reservation_locked(uintptr_t p, size_t n)
 {
-    auto it = g_reservations.upper_bound(p);
-    if (it == g_reservations.begin())
+    auto it = g_reservations->upper_bound(p);
+    if (it == g_reservations->begin())
         return false;
     --it;
     return p >= it->first && n <= it->first + it->second - p;
@@ -53,10 +53,10 @@ bool in_reservation_locked(uintptr_t p, size_t n)
 
 bool overlaps_mapping_locked(uintptr_t p, size_t n)
 {
-    auto it = g_mappings.lower_bound(p);
-    if (it != g_mappings.end() && it->first < p + n)
+    auto it = g_mappings->lower_bound(p);
+    if (it != g_mappings->end() && it->first < p + n)
         return true;
-    if (it != g_mappings.begin()) {
+    if (it != g_mappings->begin()) {
         --it;
         if (it->first + it->second.size > p)
             return true;
@@ -68,8 +68,8 @@ bool overlaps_mapping_locked(uintptr_t p, size_t n)
 
 bool vmm_find_mapping_locked(uintptr_t p, size_t n, uintptr_t *base, size_t *size)
 {
-    auto it = g_mappings.upper_bound(p);
-    if (it == g_mappings.begin())
+    auto it = g_mappings->upper_bound(p);
+    if (it == g_mappings->begin())
         return false;
     --it;
     if (p >= it->first + it->second.size || n > it->first + it->second.size - p)
@@ -120,7 +120,7 @@ CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
         CUmemGenericAllocationHandle h = g_next_handle++;
-        g_handles[h] = Phys{size, *prop, 1, 0, fd};
+        (*g_handles)[h] = Phys{size, *prop, 1, 0, fd};
         *handle = h;
         return CUDA_SUCCESS;
     } SIM_TRACED_END;
@@ -131,8 +131,8 @@ CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle)
     SIM_REQUIRE_INIT();
     SIM_TRACED(cuMemRelease, handle) {
         Lock lock(driver_mutex());
-        auto it = g_handles.find(handle);
-        if (it == g_handles.end() || it->second.user_refs == 0)
+        auto it = g_handles->find(handle);
+        if (it == g_handles->end() || it->second.user_refs == 0)
             return CUDA_ERROR_INVALID_VALUE;
         --it->second.user_refs;
         unref_locked(handle);
@@ -151,7 +151,7 @@ CUresult CUDAAPI cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t align
         uintptr_t p;
         if (!va_carve(size, std::max(alignment, kGranularity), addr, &p))
             return CUDA_ERROR_OUT_OF_MEMORY;
-        g_reservations[p] = size;
+        (*g_reservations)[p] = size;
         *ptr = p;
         return CUDA_SUCCESS;
     } SIM_TRACED_END;
@@ -162,10 +162,10 @@ CUresult CUDAAPI cuMemAddressFree(CUdeviceptr ptr, size_t size)
     SIM_REQUIRE_INIT();
     SIM_TRACED(cuMemAddressFree, ptr, size) {
         Lock lock(driver_mutex());
-        auto it = g_reservations.find(ptr);
-        if (it == g_reservations.end() || it->second != size || overlaps_mapping_locked(ptr, size))
+        auto it = g_reservations->find(ptr);
+        if (it == g_reservations->end() || it->second != size || overlaps_mapping_locked(ptr, size))
             return CUDA_ERROR_INVALID_VALUE;
-        g_reservations.erase(it);
+        g_reservations->erase(it);
         va_release(ptr, size);
         return CUDA_SUCCESS;
     } SIM_TRACED_END;
@@ -180,15 +180,15 @@ CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
             ptr % kGranularity)
             return CUDA_ERROR_INVALID_VALUE;
         Lock lock(driver_mutex());
-        auto it = g_handles.find(handle);
-        if (it == g_handles.end() || offset > it->second.size || size > it->second.size - offset)
+        auto it = g_handles->find(handle);
+        if (it == g_handles->end() || offset > it->second.size || size > it->second.size - offset)
             return CUDA_ERROR_INVALID_VALUE;
         if (!in_reservation_locked(ptr, size) || overlaps_mapping_locked(ptr, size))
             return CUDA_ERROR_INVALID_VALUE;
         if (!shadow_map_fd(ptr, size, it->second.fd, offset))
             return CUDA_ERROR_OUT_OF_MEMORY;
         ++it->second.map_refs;
-        g_mappings[ptr] = Mapping{size, handle};
+        (*g_mappings)[ptr] = Mapping{size, handle};
         return CUDA_SUCCESS;
     } SIM_TRACED_END;
 }
@@ -199,18 +199,18 @@ CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size)
     SIM_TRACED(cuMemUnmap, ptr, size) {
         Lock lock(driver_mutex());
         // The range must consist of whole mappings, starting at ptr.
-        auto first = g_mappings.find(ptr);
-        if (first == g_mappings.end() || size == 0)
+        auto first = g_mappings->find(ptr);
+        if (first == g_mappings->end() || size == 0)
             return CUDA_ERROR_INVALID_VALUE;
-        auto last = g_mappings.lower_bound(ptr + size);
+        auto last = g_mappings->lower_bound(ptr + size);
         auto before = std::prev(last);
         if (before->first + before->second.size != ptr + size)
             return CUDA_ERROR_INVALID_VALUE;
         for (auto it = first; it != last;) {
             shadow_unmap(it->first, it->second.size);
             CUmemGenericAllocationHandle h = it->second.handle;
-            it = g_mappings.erase(it);
-            --g_handles[h].map_refs;
+            it = g_mappings->erase(it);
+            --(*g_handles)[h].map_refs;
             unref_locked(h);
         }
         return CUDA_SUCCESS;
@@ -242,13 +242,13 @@ CUresult CUDAAPI cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handl
     if (!handle)
         return CUDA_ERROR_INVALID_VALUE;
     Lock lock(driver_mutex());
-    auto it = g_mappings.upper_bound(reinterpret_cast<uintptr_t>(addr));
-    if (it == g_mappings.begin())
+    auto it = g_mappings->upper_bound(reinterpret_cast<uintptr_t>(addr));
+    if (it == g_mappings->begin())
         return CUDA_ERROR_INVALID_VALUE;
     --it;
     if (reinterpret_cast<uintptr_t>(addr) >= it->first + it->second.size)
         return CUDA_ERROR_INVALID_VALUE;
-    ++g_handles[it->second.handle].user_refs;
+    ++(*g_handles)[it->second.handle].user_refs;
     *handle = it->second.handle;
     return CUDA_SUCCESS;
 }
@@ -260,8 +260,8 @@ CUresult CUDAAPI cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *pro
     if (!prop)
         return CUDA_ERROR_INVALID_VALUE;
     Lock lock(driver_mutex());
-    auto it = g_handles.find(handle);
-    if (it == g_handles.end())
+    auto it = g_handles->find(handle);
+    if (it == g_handles->end())
         return CUDA_ERROR_INVALID_VALUE;
     *prop = it->second.prop;
     return CUDA_SUCCESS;
