@@ -7,9 +7,11 @@
 // still trusted. Chunks are self-contained: event chunks restart their delta
 // state, so the reader never needs anything from a damaged neighbour.
 //
-// Ordering: the writer drains every thread's buffer once per pass and writes
-// a PASS chunk before that pass's events. Every event in pass k happened
-// before the pass k+1 drain began, so passes are totally ordered and the
+// Ordering: once per pass the writer seals every thread's buffer while
+// holding all their locks at once (one cut across threads) and writes a PASS
+// chunk before that pass's events. Every event in pass k was recorded before
+// that cut and every event of pass k+1 after it, so passes are totally
+// ordered (a free is never in an earlier pass than its allocation) and the
 // reader only sorts (by timestamp) within one pass. Its memory is bounded by
 // one pass plus the live state, whatever the file size.
 #pragma once
