@@ -83,6 +83,13 @@ void publish(uint64_t atsc, uint64_t ans, uint64_t mult) {
   g_line.seq.store(s + 2, std::memory_order_release);
 }
 
+// A new line through (t, ns) with `rate` ns per tick, due again in
+// kReanchorNs.
+void set_line(uint64_t t, uint64_t ns, double rate) {
+  publish(t, ns, static_cast<uint64_t>(rate * 4294967296.0));
+  g_reanchor_ticks.store(static_cast<uint64_t>(kReanchorNs / rate), std::memory_order_relaxed);
+}
+
 // Re-anchors the line if it is due, under g_updating (so the line read
 // here is the one being continued). The pair is read back to back; a
 // preempted pair only bends the slope a little.
@@ -99,8 +106,7 @@ __attribute__((noinline)) bool maybe_reanchor() {
     double bend = static_cast<double>(static_cast<int64_t>(ns - here)) / kReanchorNs;
     if (bend > kMaxBend) bend = kMaxBend;
     if (bend < -kMaxBend) bend = -kMaxBend;
-    publish(t, here, static_cast<uint64_t>(rate * (1.0 + bend) * 4294967296.0));
-    g_reanchor_ticks.store(static_cast<uint64_t>(kReanchorNs / rate), std::memory_order_relaxed);
+    set_line(t, here, rate * (1.0 + bend));
   }
   g_updating.store(false, std::memory_order_release);
   return true;
@@ -130,8 +136,7 @@ __attribute__((noinline)) uint64_t slow_now() {
       uint64_t t = ticks();
       double rate = static_cast<double>(ns - g_base_ns) / static_cast<double>(t - g_base_tsc);
       if (rate > 0 && rate < 100) {  // 10 MHz .. any real TSC
-        publish(t, ns, static_cast<uint64_t>(rate * 4294967296.0));
-        g_reanchor_ticks.store(static_cast<uint64_t>(kReanchorNs / rate), std::memory_order_relaxed);
+        set_line(t, ns, rate);
         g_mode.store(kTsc, std::memory_order_release);
       } else {
         g_mode.store(kSyscall, std::memory_order_release);

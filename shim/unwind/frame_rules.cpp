@@ -1,25 +1,8 @@
 #include "frame_rules.h"
 
-#include <sched.h>
 #include <sys/mman.h>
 
-
 namespace torchseal::unwind {
-
-namespace {
-class SpinGuard {
- public:
-  explicit SpinGuard(std::atomic<bool> &l) : l_(l) {
-    // Held only for a probe run and two stores; yield in case the holder
-    // was preempted.
-    while (l_.exchange(true, std::memory_order_acquire)) sched_yield();
-  }
-  ~SpinGuard() { l_.store(false, std::memory_order_release); }
-
- private:
-  std::atomic<bool> &l_;
-};
-}  // namespace
 
 std::atomic<uint64_t> *RuleTable::map_table() {
   // Anonymous zero pages: only the slots in use ever become resident.
@@ -30,7 +13,7 @@ std::atomic<uint64_t> *RuleTable::map_table() {
 
 bool RuleTable::reserve() {
   if (table_.load(std::memory_order_acquire)) return true;
-  SpinGuard g(lock_);
+  Guard g(lock_);
   if (table_.load(std::memory_order_relaxed)) return true;
   std::atomic<uint64_t> *t = map_table();
   table_.store(t, std::memory_order_release);
@@ -39,7 +22,7 @@ bool RuleTable::reserve() {
 
 bool RuleTable::insert(uint64_t ip, uint64_t packed) {
   if (!ip || !packed) return false;
-  SpinGuard g(lock_);
+  Guard g(lock_);
   std::atomic<uint64_t> *t = table_.load(std::memory_order_relaxed);
   if (!t) return false;
   for (uint64_t i = index(ip), probes = 0; probes < kMaxProbes; ++probes, i = (i + 1) & kMask) {
@@ -48,21 +31,19 @@ bool RuleTable::insert(uint64_t ip, uint64_t packed) {
     if (k) continue;
     t[kSlots + i].store(packed, std::memory_order_release);
     t[i].store(ip, std::memory_order_release);
-    used_.fetch_add(1, std::memory_order_relaxed);
     return true;
   }
   return false;
 }
 
 bool RuleTable::clear() {
-  SpinGuard g(lock_);
+  Guard g(lock_);
   std::atomic<uint64_t> *old = table_.load(std::memory_order_relaxed);
   if (!old) return true;
   if (retired_ == kMaxTables) return false;
   std::atomic<uint64_t> *fresh = map_table();
   if (!fresh) return false;
   table_.store(fresh, std::memory_order_release);
-  used_.store(0, std::memory_order_relaxed);
   ++retired_;
   // The retired table stays mapped (a walker may still read it) but its
   // memory goes back to the kernel; it now reads as zeros: misses.

@@ -4,7 +4,7 @@
 // from a CFI interpretation to a table probe and two loads.
 //
 // Readers never lock, and a table is insert-only: inserts (serialised by a
-// spin lock) publish the rule before the key, and a slot never changes key.
+// lock) publish the rule before the key, and a slot never changes key.
 // Unloaded code retires the whole table for a fresh one; the retired pages
 // are returned to the kernel and read as zeros (a miss) by a walker still
 // holding the old table, so no reader can pair a key with another key's rule.
@@ -12,6 +12,8 @@
 
 #include <atomic>
 #include <cstdint>
+
+#include "shard_lock.h"
 
 namespace torchseal::unwind {
 
@@ -92,8 +94,7 @@ class RuleTable {
   // reserved): the caller then stops using rules.
   bool clear();
   // Child side of fork: the inserting thread may not exist any more.
-  void reset_lock_after_fork() { lock_.store(false, std::memory_order_relaxed); }
-  size_t size() const { return used_.load(std::memory_order_relaxed); }
+  void reset_lock_after_fork() { lock_.reset_after_fork(); }
 
  private:
   static constexpr uint64_t kMask = kSlots - 1;
@@ -104,8 +105,7 @@ class RuleTable {
   static std::atomic<uint64_t> *map_table();
 
   std::atomic<std::atomic<uint64_t> *> table_{nullptr};
-  std::atomic<bool> lock_{false};
-  std::atomic<size_t> used_{0};
+  ShardLock lock_;   // serialises inserts and retirement
   int retired_ = 0;  // under lock_
 };
 

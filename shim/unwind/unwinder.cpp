@@ -79,14 +79,32 @@ uint64_t stack_top() {
 
 uint64_t load(uint64_t addr) { return *reinterpret_cast<const uint64_t *>(addr); }
 
+// Applies a Step rule to the frame (ip, rsp, rbp). Returns 1 (stepped),
+// 0 (no caller) or -1 (a load would leave this thread's stack).
+inline __attribute__((always_inline)) int apply(const FrameRule &r, uint64_t &ip, uint64_t &rsp,
+                                                uint64_t &rbp, uint64_t hi) {
+  uint64_t cfa = (r.rbp_base ? rbp : rsp) + static_cast<uint64_t>(r.cfa_off);
+  if (cfa <= rsp || cfa > hi) return -1;
+  uint64_t next_rbp = rbp;
+  if (r.rbp_off) {
+    uint64_t at = cfa + static_cast<uint64_t>(static_cast<int64_t>(r.rbp_off));
+    if (at < rsp || at + 8 > hi) return -1;
+    next_rbp = load(at);
+  }
+  ip = load(cfa - 8);
+  rsp = cfa;
+  rbp = next_rbp;
+  return ip ? 1 : 0;
+}
+
 struct Frame {
   uint64_t ip, rsp, rbp;
 };
 
 // One step from frame `f` to its caller by its rule, learned first if
-// needed. Returns 1 (stepped), 0 (outermost frame) or -1 (libunwind must
-// walk). Out of line, on a copy: the frame-pointer step never gets here, and
-// the walker's registers are never spilled for it.
+// needed. Returns as apply(), or -1 when libunwind must walk. Out of line,
+// on a copy: the common steps never get here, and the walker's registers
+// are never spilled for it.
 __attribute__((noinline)) int general_step(Frame &f, uint64_t hi) {
   uint64_t v = g_rules.find(f.ip);
   FrameRule r;
@@ -99,27 +117,18 @@ __attribute__((noinline)) int general_step(Frame &f, uint64_t hi) {
   }
   if (r.kind == RuleKind::End) return 0;
   if (r.kind != RuleKind::Step) return -1;
-  uint64_t cfa = (r.rbp_base ? f.rbp : f.rsp) + static_cast<uint64_t>(r.cfa_off);
-  if (cfa <= f.rsp || cfa > hi) return -1;
-  uint64_t next_rbp = f.rbp;
-  if (r.rbp_off) {
-    uint64_t at = cfa + static_cast<uint64_t>(static_cast<int64_t>(r.rbp_off));
-    if (at < f.rsp || at + 8 > hi) return -1;
-    next_rbp = load(at);
-  }
-  f.ip = load(cfa - 8);
-  f.rsp = cfa;
-  f.rbp = next_rbp;
-  return f.ip ? 1 : 0;
+  return apply(r, f.ip, f.rsp, f.rbp, hi);
 }
 
 // One step with the rule in the home slot inline (the frame-pointer rule
-// first); anything else goes to general_step.
+// first, as a constant); anything else goes to general_step.
 inline __attribute__((always_inline)) int step(unwind::RuleTable::Table table,
                                                uint64_t &ip, uint64_t &rsp, uint64_t &rbp,
                                                uint64_t hi) {
   uint64_t v = unwind::RuleTable::find_home(table, ip);
   if (v == kPackedFramePointer) {
+    // apply() specialised: both loads are within 16 bytes below the checked
+    // CFA, so inside the stack mapping (6% fewer instructions per pair).
     uint64_t cfa = rbp + 16;
     if (cfa <= rsp || cfa > hi) return -1;
     ip = load(rbp + 8);
@@ -127,19 +136,8 @@ inline __attribute__((always_inline)) int step(unwind::RuleTable::Table table,
     rbp = load(rbp);
     return ip ? 1 : 0;
   }
-  if ((v & 0xff) == static_cast<uint64_t>(RuleKind::Step)) {
-    FrameRule r = FrameRule::unpack(v);
-    uint64_t cfa = (r.rbp_base ? rbp : rsp) + static_cast<uint64_t>(r.cfa_off);
-    if (cfa <= rsp || cfa > hi) return -1;
-    if (r.rbp_off) {
-      uint64_t at = cfa + static_cast<uint64_t>(static_cast<int64_t>(r.rbp_off));
-      if (at < rsp || at + 8 > hi) return -1;
-      rbp = load(at);
-    }
-    ip = load(cfa - 8);
-    rsp = cfa;
-    return ip ? 1 : 0;
-  }
+  if ((v & 0xff) == static_cast<uint64_t>(RuleKind::Step))
+    return apply(FrameRule::unpack(v), ip, rsp, rbp, hi);
   Frame f{ip, rsp, rbp};
   int r = general_step(f, hi);
   ip = f.ip;
