@@ -13,30 +13,48 @@ namespace torchseal {
 
 class Counters {
  public:
-  void add_event(uint64_t self_ns);
   // Ends an event that started at `t0` (now_ns()): counts it, and its self
   // time exactly for a thread's first kSelfSample events, then on one event
   // in kSelfSample scaled by kSelfSample. The closing clock read was a
-  // quarter of the shim's per-pair wall time (bench/RESULTS.md).
-  void end_event(uint64_t t0);
+  // quarter of the shim's per-pair wall time (bench/RESULTS.md). Inline:
+  // a thread that owns its stripe counts with plain loads and stores.
+  inline void end_event(uint64_t t0);
   static constexpr uint32_t kSelfSample = 16;
-  void add_live(int64_t delta);
+  void add_live(int64_t delta) {
+    uint64_t now = live_.fetch_add(static_cast<uint64_t>(delta), std::memory_order_relaxed) +
+                   static_cast<uint64_t>(delta);
+    if (delta > 0 && now > peak_.load(std::memory_order_relaxed)) raise_peak(now);
+  }
   uint64_t events() const;
   double self_seconds() const;
   uint64_t live_bytes() const { return live_.load(std::memory_order_relaxed); }
   uint64_t peak_bytes() const { return peak_.load(std::memory_order_relaxed); }
   void reset();
 
-  // Stripe 0 is shared by threads past the first kOwnedStripes - 1; every
-  // other stripe has one writer.
+  // Stripe 0 is shared by threads past the first kStripes - 1; every other
+  // stripe has one writer.
   static constexpr int kStripes = 64;
-  static constexpr uint32_t kOwnedStripes = kStripes;
   struct alignas(64) Stripe {
     std::atomic<uint64_t> events{0};
     std::atomic<uint64_t> self_ns{0};
   };
 
  private:
+  struct Mine {
+    Stripe *stripe;
+    uint32_t events;  // this thread's, for the self-time sampling
+    bool owned;
+  };
+  static __thread Mine t_mine __attribute__((tls_model("initial-exec")));
+  __attribute__((noinline)) Mine &claim_stripe();
+  void raise_peak(uint64_t now);
+  static void bump(std::atomic<uint64_t> &c, uint64_t by, bool owned) {
+    if (owned)
+      c.store(c.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
+    else
+      c.fetch_add(by, std::memory_order_relaxed);
+  }
+
   Stripe stripes_[kStripes];
   alignas(64) std::atomic<uint64_t> live_{0};
   alignas(64) std::atomic<uint64_t> peak_{0};
@@ -44,5 +62,16 @@ class Counters {
 
 extern Counters g_counters;
 inline Counters &counters() { return g_counters; }
+
+void Counters::end_event(uint64_t t0) {
+  static_assert((kSelfSample & (kSelfSample - 1)) == 0);
+  Mine &m = t_mine.stripe ? t_mine : claim_stripe();
+  uint32_t n = ++m.events;
+  bump(m.stripe->events, 1, m.owned);
+  if (n <= kSelfSample)
+    bump(m.stripe->self_ns, now_ns() - t0, m.owned);
+  else if ((n & (kSelfSample - 1)) == 0)
+    bump(m.stripe->self_ns, (now_ns() - t0) * kSelfSample, m.owned);
+}
 
 }  // namespace torchseal

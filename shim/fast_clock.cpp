@@ -13,9 +13,13 @@
 #endif
 
 namespace torchseal {
-namespace {
+namespace clock_detail {
 
-enum : int { kUnknown = 0, kCalibrating = 1, kTsc = 2, kSyscall = 3 };
+Line g_line;
+std::atomic<int> g_mode{kUnknown};
+std::atomic<uint64_t> g_reanchor_ticks{~0ull};
+
+namespace {
 
 constexpr uint64_t kCalibrateNs = 10'000'000;  // first anchor after 10 ms
 constexpr uint64_t kReanchorNs = 250'000'000;
@@ -55,18 +59,9 @@ bool invariant_tsc() { return false; }
 bool kernel_uses_tsc() { return false; }
 #endif
 
-// The line ns = anchor_ns + (tsc - anchor_tsc) * mult / 2^32, published
-// under a sequence count.
-struct Line {
-  std::atomic<uint32_t> seq{0};
-  std::atomic<uint64_t> anchor_tsc{0}, anchor_ns{0}, mult{0};
-};
-Line g_line;
-std::atomic<int> g_mode{kUnknown};
 std::atomic<bool> g_updating{false};
 // The first sample, for a slope over an ever longer baseline.
 uint64_t g_base_tsc = 0, g_base_ns = 0;
-std::atomic<uint64_t> g_reanchor_ticks{~0ull};
 
 uint64_t on_line(uint64_t t, uint64_t atsc, uint64_t ans, uint64_t mult) {
   uint64_t d = t >= atsc ? t - atsc : 0;
@@ -149,7 +144,7 @@ __attribute__((noinline)) uint64_t slow_now() {
 
 }  // namespace
 
-uint64_t now_ns() {
+uint64_t now_ns_slow() {
   if (g_mode.load(std::memory_order_acquire) != kTsc) return slow_now();
   // Bounded: a signal handler may have interrupted this very thread in the
   // middle of publish(), and that publish will not finish before we return.
@@ -169,6 +164,10 @@ uint64_t now_ns() {
   }
   return mono_ns();
 }
+
+}  // namespace clock_detail
+
+using namespace clock_detail;
 
 bool clock_uses_tsc() { return g_mode.load(std::memory_order_relaxed) == kTsc; }
 

@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "asymmetric_fence.h"
 #include "counters.h"
 #include "format/event_codec.h"
 #include "format/tseal_format.h"
@@ -31,7 +32,13 @@
 #include "torch_mode.h"
 
 namespace torchseal::history {
+
+std::atomic<bool> g_file_ok{false};
+
 namespace {
+
+// State::thread_running for the hot path, without S()'s guard.
+std::atomic<bool> g_writer_running{false};
 
 using tseal::Chunk;
 
@@ -63,7 +70,13 @@ using EventBytes = std::vector<uint8_t, NoInitAllocator<uint8_t>>;
 
 constexpr size_t kFirstBufferBytes = 16 * 1024;
 
+// A thread appends to its own buffer without a locked instruction: it marks
+// itself busy, and the writer, to cut a pass, raises g_cutting and waits
+// for every busy mark to clear (asymmetric_fence.h orders the two sides).
+// A thread that finds a cut under way appends under its buffer's lock,
+// which the writer holds for the whole cut.
 struct alignas(64) ThreadBuf {  // threads never share a line
+  std::atomic<uint32_t> busy{0};
   ShardLock lock;
   EventBytes bytes;  // size() is the room; `used` the bytes written
   size_t used = 0;
@@ -90,7 +103,6 @@ struct State {
   int wake_fd = -1;
   pthread_t thread{};
   bool thread_running = false;
-  std::atomic<bool> file_ok{false};
   std::atomic<bool> stop{false};
   std::atomic<int> dump_request{0};  // 0 none, 1 signal, 2 api, 3 oom
   std::atomic<bool> crash_request{false};
@@ -110,6 +122,8 @@ State &S() {
   static State *s = new (storage) State();
   return *s;
 }
+
+std::atomic<uint32_t> g_cutting{0};
 
 pthread_key_t g_exit_key;
 pthread_once_t g_key_once = PTHREAD_ONCE_INIT;
@@ -137,7 +151,7 @@ ThreadBuf *my_buf() {
 
 void disable_file(int err) {
   State &s = S();
-  if (!s.file_ok.exchange(false)) return;
+  if (!g_file_ok.exchange(false)) return;
   // A full or read-only file system will refuse the reports too: say it once.
   bool fatal = err == ENOSPC || err == EDQUOT || err == EROFS;
   if (fatal) disable_report_output();
@@ -147,7 +161,7 @@ void disable_file(int err) {
 
 void write_all(const std::vector<uint8_t> &out) {
   State &s = S();
-  if (!s.file_ok.load() || out.empty()) return;
+  if (!g_file_ok.load() || out.empty()) return;
   size_t off = 0;
   while (off < out.size()) {
     ssize_t n = ::write(s.fd, out.data() + off, out.size() - off);
@@ -280,6 +294,37 @@ Sealed seal(ThreadBuf &b) {
   return c;
 }
 
+// Waits for a thread to finish the append it is in (a few hundred ns,
+// unless it was preempted). A thread stopped in the middle (a debugger, a
+// signal handler that never returns, a crash in this very append) keeps its
+// buffer for a later pass rather than hang the writer.
+bool quiet(const ThreadBuf &b) {
+  for (unsigned spins = 0; b.busy.load(std::memory_order_acquire); ++spins) {
+    if (spins < 256) {
+      __builtin_ia32_pause();
+    } else if (spins < 256 + 2000) {
+      timespec nap{0, 50'000};
+      nanosleep(&nap, nullptr);
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Encodes into the thread's buffer; true when it is due to be handed over.
+__attribute__((always_inline)) inline bool put(ThreadBuf &b, const Event &e) {
+  if (!b.count) {
+    b.base_time = e.time_ns;
+    b.st.reset(e.time_ns);
+  }
+  if (b.bytes.size() - b.used < tseal::kMaxEventBytes)
+    b.bytes.resize(std::max(2 * b.bytes.size(), b.used + tseal::kMaxEventBytes));
+  b.used += tseal::encode_event(b.bytes.data() + b.used, b.st, e);
+  ++b.count;
+  return b.used >= kSealBytes;
+}
+
 // One pass: drain every buffer, then write new modules and stacks before the
 // events that reference them.
 void pass() {
@@ -296,8 +341,11 @@ void pass() {
     // thread not yet drained, whose free would then land in this pass,
     // before its allocation: the reader only orders events within a pass.
     for (ThreadBuf *b : s.bufs) b->lock.lock();
+    g_cutting.store(1, std::memory_order_relaxed);
+    asym::heavy();
     for (ThreadBuf *b : s.bufs)
-      if (b->count) chunks.push_back(seal(*b));
+      if (quiet(*b) && b->count) chunks.push_back(seal(*b));
+    g_cutting.store(0, std::memory_order_release);
     for (ThreadBuf *b : s.bufs) b->lock.unlock();
     for (auto it = s.bufs.begin(); it != s.bufs.end();) {
       ThreadBuf *b = *it;
@@ -310,7 +358,7 @@ void pass() {
     }
   }
   for (ThreadBuf *b : dead) delete b;
-  if (!s.file_ok.load()) return;
+  if (!g_file_ok.load()) return;
   std::vector<uint8_t> out;
   std::vector<uint8_t> pass_payload;
   tseal::ByteWriter(pass_payload).u64(now_ns());
@@ -397,7 +445,7 @@ void *writer_main(void *) {
     if (s.crash_request.exchange(false)) {
       // The process is dying: mark the file as not cleanly ended, then let
       // the faulting thread re-raise.
-      if (s.file_ok.load()) {
+      if (g_file_ok.load()) {
         std::vector<uint8_t> out, payload;
         tseal::ByteWriter w(payload);
         w.f64(unix_now());
@@ -419,7 +467,6 @@ void *writer_main(void *) {
 
 }  // namespace
 
-bool enabled() { return S().file_ok.load(std::memory_order_relaxed); }
 
 void set_window_seconds(double seconds) {
   S().window_ns = seconds > 0 ? static_cast<uint64_t>(seconds * 1e9) : 0;
@@ -429,6 +476,7 @@ bool start(const std::string &path) {
   State &s = S();
   if (s.thread_running) return enabled();
   s.path = path;
+  asym::init();
   s.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   s.crash_done_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (!path.empty()) {
@@ -437,7 +485,7 @@ bool start(const std::string &path) {
       log::error("cannot create history file %s: %s; only the exit report will be written",
                  path.c_str(), strerror(errno));
     } else {
-      s.file_ok.store(true);
+      g_file_ok.store(true);
       std::vector<uint8_t> out;
       tseal::append_file_header(out);
       append_process_chunk(out);
@@ -449,29 +497,28 @@ bool start(const std::string &path) {
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
   s.thread_running = pthread_create(&s.thread, nullptr, writer_main, nullptr) == 0;
+  g_writer_running.store(s.thread_running);
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   if (!s.thread_running) log::error("cannot start the history writer thread; history is off");
   return enabled();
 }
 
 void append(const Event &e) {
-  State &s = S();
-  if (!s.thread_running) return;
+  if (!g_writer_running.load(std::memory_order_relaxed)) return;
   ThreadBuf *b = my_buf();
   bool full;
-  {
-    Guard g(b->lock);
-    if (!b->count) {
-      b->base_time = e.time_ns;
-      b->st.reset(e.time_ns);
-    }
-    if (b->bytes.size() - b->used < tseal::kMaxEventBytes)
-      b->bytes.resize(std::max(2 * b->bytes.size(), b->used + tseal::kMaxEventBytes));
-    b->used += tseal::encode_event(b->bytes.data() + b->used, b->st, e);
-    ++b->count;
-    full = b->used >= kSealBytes;
+  b->busy.store(1, std::memory_order_relaxed);
+  asym::light();
+  if (!g_cutting.load(std::memory_order_acquire)) {
+    full = put(*b, e);
+    b->busy.store(0, std::memory_order_release);
+  } else {
+    b->busy.store(0, std::memory_order_release);
+    Guard g(b->lock);  // until the cut is done
+    full = put(*b, e);
   }
   if (full) {
+    State &s = S();
     // Same lock order as pass() (registry, then buffer), and the seal and the
     // push happen under both, so a pass can never see this thread's later
     // events before this earlier chunk.
@@ -535,10 +582,11 @@ void finish(bool clean) {
   }
   pthread_join(s.thread, nullptr);
   s.thread_running = false;
+  g_writer_running.store(false);
   pending = pending ? pending : s.dump_request.exchange(0);
   if (pending && clean) write_report(trigger_name(pending));
   pass();
-  if (s.file_ok.load()) {
+  if (g_file_ok.load()) {
     std::vector<uint8_t> out;
     if (clean) {
       try {
@@ -560,7 +608,7 @@ void finish(bool clean) {
   }
   if (s.fd >= 0) close(s.fd);
   s.fd = -1;
-  s.file_ok.store(false);
+  g_file_ok.store(false);
 }
 
 void reset_after_fork() {
@@ -571,17 +619,20 @@ void reset_after_fork() {
   if (s.crash_done_fd >= 0) close(s.crash_done_fd);
   s.fd = s.wake_fd = s.crash_done_fd = -1;
   s.crash_request.store(false);
-  s.file_ok.store(false);
+  g_file_ok.store(false);
   s.thread_running = false;
+  g_writer_running.store(false);
   s.stop.store(false);
   s.dump_request.store(0);
   s.registry_lock.reset_after_fork();
+  g_cutting.store(0, std::memory_order_relaxed);
   // Other threads' buffers hold the parent's events and may have been
   // mid-update at the fork: abandon them (never free half-updated vectors).
   new (&s.bufs) std::vector<ThreadBuf *>();
   new (&s.sealed) std::vector<Sealed>();
   if (t_buf) {
     t_buf->lock.reset_after_fork();
+    t_buf->busy.store(0, std::memory_order_relaxed);
     t_buf->used = 0;
     t_buf->count = 0;
     s.bufs.push_back(t_buf);

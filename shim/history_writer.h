@@ -7,6 +7,7 @@
 // handlers and the OOM path only poke its eventfd.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -17,7 +18,9 @@ namespace torchseal::history {
 // Opens `path` (O_EXCL|O_NOFOLLOW, 0600) and starts the writer thread.
 // On failure logs one line and leaves history off; recording goes on.
 bool start(const std::string &path);
-bool enabled();
+// Whether events go to a file (asked on every event).
+extern std::atomic<bool> g_file_ok;
+inline bool enabled() { return g_file_ok.load(std::memory_order_relaxed); }
 
 // Time-window step boundaries every `seconds` while the program marks no
 // steps of its own (0 disables).

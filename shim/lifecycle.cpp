@@ -24,6 +24,14 @@
 #include "unwind/unwinder.h"
 
 namespace torchseal {
+
+namespace hook_detail {
+__thread int t_depth = 0;
+std::atomic<bool> g_record_fast{false};
+}  // namespace hook_detail
+using hook_detail::g_record_fast;
+using hook_detail::t_depth;
+
 namespace {
 
 std::atomic<int> g_state{static_cast<int>(ShimState::Uninit)};
@@ -31,10 +39,6 @@ std::mutex g_init_mutex;
 alignas(Config) unsigned char g_config_storage[sizeof(Config)];
 Config *g_config = nullptr;
 const char *g_backend = "hooks";
-
-// Nesting depth of hooked calls on this thread (initial-exec: no TLS
-// allocation on first touch, safe inside interposers).
-thread_local int t_depth __attribute__((tls_model("initial-exec"))) = 0;
 
 // Whether this process (not its parent, after fork) recorded anything: a
 // child that never calls CUDA writes no files.
@@ -47,6 +51,7 @@ void after_fork_child() {
   recorder().reset_after_fork();
   py::reset_after_fork();
   history::reset_after_fork();
+  g_record_fast.store(false, std::memory_order_relaxed);
   g_recorded_here.store(false, std::memory_order_relaxed);
   report_files_after_fork();
 }
@@ -73,6 +78,15 @@ void choose_backend(const Config &cfg) {
   log::warn("CUPTI backend unavailable (%s); using hooks", why.c_str());
 #else
   log::warn("CUPTI backend not built into this shim; using hooks");
+#endif
+}
+
+// The hooks record unless the CUPTI backend does.
+bool hooks_record() {
+#ifdef TORCHSEAL_HAVE_CUPTI_BACKEND
+  return !cupti::running();
+#else
+  return true;
 #endif
 }
 
@@ -104,6 +118,7 @@ void initialise() {
   log::info("active in pid %d (backend %s, unwinder %s)", static_cast<int>(getpid()), g_backend,
             unwinder);
   g_state.store(static_cast<int>(ShimState::Active), std::memory_order_release);
+  g_record_fast.store(hooks_record(), std::memory_order_release);
 }
 
 }  // namespace
@@ -129,22 +144,15 @@ void note_first_record() {
   if (g_recorded_here.load()) return;
   start_history();
   g_recorded_here.store(true);
+  if (is_active() && hooks_record()) g_record_fast.store(true, std::memory_order_release);
 }
 
-bool hooks_record() {
-#ifdef TORCHSEAL_HAVE_CUPTI_BACKEND
-  return !cupti::running();
-#else
+
+bool hook_detail::record_slow() {
+  if (!ensure_active() || !hooks_record()) return false;
+  if (!g_recorded_here.load(std::memory_order_relaxed)) note_first_record();
   return true;
-#endif
 }
-
-HookScope::HookScope() {
-  record_ = (t_depth++ == 0) && ensure_active() && hooks_record();
-  if (record_ && !g_recorded_here.load(std::memory_order_relaxed)) note_first_record();
-}
-
-HookScope::~HookScope() { --t_depth; }
 
 void mark_thread_internal() { t_depth = 1 << 20; }
 
@@ -154,6 +162,7 @@ namespace {
 // destructors and atexit handlers (which may still free memory), and after
 // main has returned. Any thread still allocating now is no longer recorded.
 __attribute__((destructor)) void at_exit() {
+  g_record_fast.store(false);
   int expected = static_cast<int>(ShimState::Active);
   if (!g_state.compare_exchange_strong(expected, static_cast<int>(ShimState::Finished))) return;
   if (!g_recorded_here.load()) return;

@@ -6,6 +6,7 @@
 // exit report; a bad setting leaves the shim inert with one line on stderr.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 #include "config.h"
@@ -31,10 +32,24 @@ void mark_thread_internal();
 
 // Per-thread nesting depth of hooked calls. A runtime call that reaches the
 // driver through hooked pointers is one event, recorded by the outermost hook.
+namespace hook_detail {
+// Nesting depth of hooked calls on this thread (initial-exec: no TLS
+// allocation on first touch, safe inside interposers).
+extern __thread int t_depth __attribute__((tls_model("initial-exec")));
+// Set while the shim is active, the hooks are the recording backend and this
+// process has begun recording: the outermost hooked call then records with
+// one load. Cleared before any of that stops being true.
+extern std::atomic<bool> g_record_fast;
+bool record_slow();
+}  // namespace hook_detail
+
 class HookScope {
  public:
-  HookScope();
-  ~HookScope();
+  HookScope()
+      : record_(hook_detail::t_depth++ == 0 &&
+                (hook_detail::g_record_fast.load(std::memory_order_relaxed) ||
+                 hook_detail::record_slow())) {}
+  ~HookScope() { --hook_detail::t_depth; }
   HookScope(const HookScope &) = delete;
   HookScope &operator=(const HookScope &) = delete;
   // True in the outermost hooked call of an active shim.

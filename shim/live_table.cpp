@@ -15,12 +15,13 @@ void LiveTable::grow(Shard &s) {
 }
 
 bool LiveTable::insert(const LiveRecord &r, LiveRecord *replaced) {
-  Shard &s = shard_for(shards_, r.addr);
+  uint64_t mixed = mix64(r.addr);
+  Shard &s = shard_of_mix(shards_, mixed);
   Guard g(s.lock);
   // Keep the load factor under 3/4 so probes stay short.
   if ((s.used + 1) * 4 >= s.slots.size() * 3) grow(s);
   size_t mask = s.slots.size() - 1;
-  size_t i = home(r.addr, mask);
+  size_t i = home_of_mix(mixed, mask);
   while (s.slots[i].addr) {
     if (s.slots[i].addr == r.addr) {
       if (replaced) *replaced = s.slots[i];
@@ -55,11 +56,12 @@ void LiveTable::erase_at(Shard &s, size_t i) {
 
 bool LiveTable::remove(uint64_t addr, LiveRecord *out) {
   if (!addr) return false;
-  Shard &s = shard_for(shards_, addr);
+  uint64_t mixed = mix64(addr);
+  Shard &s = shard_of_mix(shards_, mixed);
   Guard g(s.lock);
   if (s.slots.empty()) return false;
   size_t mask = s.slots.size() - 1;
-  for (size_t i = home(addr, mask); s.slots[i].addr; i = (i + 1) & mask) {
+  for (size_t i = home_of_mix(mixed, mask); s.slots[i].addr; i = (i + 1) & mask) {
     if (s.slots[i].addr == addr) {
       if (out) *out = s.slots[i];
       erase_at(s, i);

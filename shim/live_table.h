@@ -52,10 +52,13 @@ class LiveTable {
     std::vector<LiveRecord> slots;
     size_t used = 0;
   };
-  static size_t home(uint64_t addr, size_t mask) { return (mix64(addr) >> kShardBits) & mask; }
-  static Shard &shard_for(Shard *shards, uint64_t addr) {
-    return shards[mix64(addr) & (kShards - 1)];
+  // One mix per address: its low bits pick the shard, the rest the slot.
+  static size_t home_of_mix(uint64_t mixed, size_t mask) { return (mixed >> kShardBits) & mask; }
+  static size_t home(uint64_t addr, size_t mask) { return home_of_mix(mix64(addr), mask); }
+  static Shard &shard_of_mix(Shard *shards, uint64_t mixed) {
+    return shards[mixed & (kShards - 1)];
   }
+  static Shard &shard_for(Shard *shards, uint64_t addr) { return shard_of_mix(shards, mix64(addr)); }
   static void grow(Shard &s);
   static void erase_at(Shard &s, size_t i);
 

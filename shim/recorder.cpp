@@ -295,11 +295,14 @@ void Recorder::reset_after_fork() {
   counters().reset();
 }
 
-Recorder &recorder() {
+std::atomic<Recorder *> recorder_detail::g_recorder{nullptr};
+
+Recorder &recorder_detail::recorder_slow() {
   // Never destroyed: threads may still allocate while the process exits, and
   // the exit report itself runs from a destructor.
   alignas(Recorder) static unsigned char storage[sizeof(Recorder)];
   static Recorder *r = new (storage) Recorder();
+  g_recorder.store(r, std::memory_order_release);
   return *r;
 }
 

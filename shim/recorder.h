@@ -67,6 +67,14 @@ class Recorder {
   uint64_t invalid_frees_total_ = 0;
 };
 
-Recorder &recorder();
+namespace recorder_detail {
+extern std::atomic<Recorder *> g_recorder;  // set by the first recorder_slow()
+Recorder &recorder_slow();
+}  // namespace recorder_detail
+// The process's recorder, built on first use and never destroyed.
+inline Recorder &recorder() {
+  Recorder *r = recorder_detail::g_recorder.load(std::memory_order_acquire);
+  return r ? *r : recorder_detail::recorder_slow();
+}
 
 }  // namespace torchseal

@@ -21,16 +21,20 @@ bool RuleTable::reserve() {
 }
 
 bool RuleTable::insert(uint64_t ip, uint64_t packed) {
-  if (!ip || !packed) return false;
+  if (!ip || !packed || ip >= fp_key(ip)) return false;  // not a user-space address
   Guard g(lock_);
   std::atomic<uint64_t> *t = table_.load(std::memory_order_relaxed);
   if (!t) return false;
   for (uint64_t i = index(ip), probes = 0; probes < kMaxProbes; ++probes, i = (i + 1) & kMask) {
     uint64_t k = t[i].load(std::memory_order_relaxed);
-    if (k == ip) return true;  // another thread learned it first
+    if (k == ip || k == fp_key(ip)) return true;  // another thread learned it first
     if (k) continue;
-    t[kSlots + i].store(packed, std::memory_order_release);
-    t[i].store(ip, std::memory_order_release);
+    if (packed == kPackedFramePointer) {
+      t[i].store(fp_key(ip), std::memory_order_release);
+    } else {
+      t[kSlots + i].store(packed, std::memory_order_release);
+      t[i].store(ip, std::memory_order_release);
+    }
     return true;
   }
   return false;

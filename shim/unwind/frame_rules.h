@@ -59,9 +59,13 @@ class RuleTable {
  public:
   static constexpr int kBits = 17;  // 128k slots: 2 MiB of address space, touched on use
 
-  // Keys at [0, kSlots), rules at [kSlots, 2 * kSlots): a probe is one scaled
-  // load per array.
+  // Keys at [0, kSlots), rules at [kSlots, 2 * kSlots). A frame-pointer
+  // frame, the common case, is told by its key alone: the key is ~ip, and
+  // no rule is stored. The walker's probe is one load and one xor: 0 is
+  // another rule for ip, ~0 the frame-pointer rule, on one cache line.
+  // (Return addresses are user-space, so ~ip never equals another ip.)
   static constexpr uint64_t kSlots = 1ull << kBits;
+  static constexpr uint64_t fp_key(uint64_t ip) { return ~ip; }
   using Table = const std::atomic<uint64_t> *;
 
   // The packed rule for `ip`, or 0 when unknown. Lock-free.
@@ -71,16 +75,19 @@ class RuleTable {
     for (uint64_t i = index(ip), probes = 0; probes < kMaxProbes; ++probes, i = (i + 1) & kMask) {
       uint64_t k = t[i].load(std::memory_order_acquire);
       if (k == ip) return t[kSlots + i].load(std::memory_order_acquire);
+      if (k == fp_key(ip)) return kPackedFramePointer;
       if (!k) return 0;
     }
     return 0;
   }
-  // The walker's inline probe: the home slot of `ip` only, in a table it
-  // loaded once with table(). 0 is not final; find() settles it.
+  // The walker's inline probe, in a table it loaded once with table(): the
+  // key in the home slot of `ip`. It is fp_key(ip) for a frame-pointer
+  // frame; ip for another rule, then rule_at(); anything else is not
+  // final, find() settles it.
   Table table() const { return table_.load(std::memory_order_acquire); }
-  static uint64_t find_home(Table t, uint64_t ip) {
-    uint64_t i = index(ip);
-    if (t[i].load(std::memory_order_acquire) != ip) return 0;
+  static uint64_t index(uint64_t ip) { return (ip * 0x9e3779b97f4a7c15ULL) >> (64 - kBits); }
+  static uint64_t key_at(Table t, uint64_t i) { return t[i].load(std::memory_order_acquire); }
+  static uint64_t rule_at(Table t, uint64_t i) {
     return t[kSlots + i].load(std::memory_order_acquire);
   }
   // Maps the table now (at first CUDA use), so the walker never sees it
@@ -101,7 +108,6 @@ class RuleTable {
   static constexpr int kMaxProbes = 32;
   static constexpr int kMaxTables = 64;
   static constexpr size_t kBytes = 2 * kSlots * sizeof(uint64_t);
-  static uint64_t index(uint64_t ip) { return (ip * 0x9e3779b97f4a7c15ULL) >> (64 - kBits); }
   static std::atomic<uint64_t> *map_table();
 
   std::atomic<std::atomic<uint64_t> *> table_{nullptr};

@@ -18,7 +18,6 @@ namespace {
 
 using unwind::FrameRule;
 using unwind::g_rules;
-using unwind::kPackedFramePointer;
 using unwind::RuleKind;
 
 using UnwBacktrace = int (*)(void **, int);
@@ -120,24 +119,17 @@ __attribute__((noinline)) int general_step(Frame &f, uint64_t hi) {
   return apply(r, f.ip, f.rsp, f.rbp, hi);
 }
 
-// One step with the rule in the home slot inline (the frame-pointer rule
-// first, as a constant); anything else goes to general_step.
-inline __attribute__((always_inline)) int step(unwind::RuleTable::Table table,
-                                               uint64_t &ip, uint64_t &rsp, uint64_t &rbp,
-                                               uint64_t hi) {
-  uint64_t v = unwind::RuleTable::find_home(table, ip);
-  if (v == kPackedFramePointer) {
-    // apply() specialised: both loads are within 16 bytes below the checked
-    // CFA, so inside the stack mapping (6% fewer instructions per pair).
-    uint64_t cfa = rbp + 16;
-    if (cfa <= rsp || cfa > hi) return -1;
-    ip = load(rbp + 8);
-    rsp = cfa;
-    rbp = load(rbp);
-    return ip ? 1 : 0;
+// A step by any rule but the frame-pointer one: the one in the home slot
+// (`key` 0: it is ip's) inline, anything else by general_step.
+inline __attribute__((always_inline)) int other_step(unwind::RuleTable::Table table, uint64_t i,
+                                                     uint64_t key, uint64_t &ip, uint64_t &rsp,
+                                                     uint64_t &rbp, uint64_t hi) {
+  if (key == 0) {
+    uint64_t v = unwind::RuleTable::rule_at(table, i);
+    if ((v & 0xff) == static_cast<uint64_t>(RuleKind::Step))
+      return apply(FrameRule::unpack(v), ip, rsp, rbp, hi);
+    if ((v & 0xff) == static_cast<uint64_t>(RuleKind::End)) return 0;  // every walk's last
   }
-  if ((v & 0xff) == static_cast<uint64_t>(RuleKind::Step))
-    return apply(FrameRule::unpack(v), ip, rsp, rbp, hi);
   Frame f{ip, rsp, rbp};
   int r = general_step(f, hi);
   ip = f.ip;
@@ -174,7 +166,22 @@ __attribute__((noinline)) int fast_walk(uint64_t *out, int max, uint64_t *hash) 
     *p++ = ip;
     h.add(ip);
     if (p == end) break;
-    int r = step(table, ip, rsp, rbp, hi);
+    uint64_t i = unwind::RuleTable::index(ip);
+    // The home slot's key xor ip: ~0 names the frame-pointer rule, 0 another
+    // rule of ip's; the frame-pointer step is the loop's own body.
+    uint64_t key = unwind::RuleTable::key_at(table, i) ^ ip;
+    if (__builtin_expect(key == ~uint64_t{0}, 1)) {
+      // apply() specialised: both loads are within 16 bytes below the
+      // checked CFA, so inside the stack mapping.
+      uint64_t cfa = rbp + 16;
+      if (cfa <= rsp || cfa > hi) return -1;
+      ip = load(rbp + 8);
+      rsp = cfa;
+      rbp = load(rbp);
+      if (!ip) break;
+      continue;
+    }
+    int r = other_step(table, i, key, ip, rsp, rbp, hi);
     if (r < 0) return -1;
     if (r == 0) break;
   }
