@@ -319,6 +319,14 @@ namespace {
 // Rebuilds the shim's live state from the event stream, with the same
 // semantics as shim/recorder.cpp.
 class ReplaySink : public HistorySink {
+  // The shim numbers stacks densely within each of its 64 shards, so the
+  // n-th stack defined has an id below 64 * (n + 1): a larger one comes from
+  // a damaged file and would make the id-indexed tables absurdly large.
+  static bool plausible_id(uint64_t id, uint64_t defined) {
+    return id < (1u << 28) && id <= 64 * (defined + 1);
+  }
+  uint64_t native_seen_ = 0, python_seen_ = 0;
+
  public:
   ReplaySink(AnalysisInput &in, std::unordered_map<uint64_t, std::vector<NativeFrame>> &symbols)
       : in_(in), symbols_(symbols) {}
@@ -326,7 +334,7 @@ class ReplaySink : public HistorySink {
   void on_process(const ProcessInfo &p, double) override { in_.process = p; }
   void on_modules(const std::vector<Module> &mods) override { in_.modules = mods; }
   void on_stack(StackId id, std::vector<uint64_t> &&ips) override {
-    if (id >= (1u << 28)) return;  // refuse absurd ids from a damaged file
+    if (!plausible_id(id, ++native_seen_)) return;
     if (in_.stacks.native.size() <= id) in_.stacks.native.resize(id + 1);
     in_.stacks.native[id] = std::move(ips);
   }
@@ -334,7 +342,7 @@ class ReplaySink : public HistorySink {
     symbols_[ip] = std::move(frames);
   }
   void on_pystack(PyStackId id, std::vector<PyFrame> &&frames) override {
-    if (id >= (1u << 28)) return;
+    if (!plausible_id(id, ++python_seen_)) return;
     if (in_.stacks.python.size() <= id) in_.stacks.python.resize(id + 1);
     in_.stacks.python[id] = std::move(frames);
   }
