@@ -32,7 +32,7 @@ void emit_api(simcudaApiRecord *rec)
             rec->correlationId = next_correlation_id();
         if (!rec->context)
             rec->context = current_context();
-        rec->contextUid = rec->context ? rec->context->uid : 0;
+        rec->contextUid = rec->context ? rec->context->uid.load() : 0;
     }
     sink->api(sink->user, rec);
 }
@@ -41,7 +41,7 @@ void emit_resource(uint32_t cbid, CUctx_st *ctx)
 {
     const simcudaCallbackSink *sink = g_sink.load(std::memory_order_acquire);
     if (sink && sink->resource)
-        sink->resource(sink->user, cbid, ctx, ctx ? ctx->uid : 0);
+        sink->resource(sink->user, cbid, ctx, ctx ? ctx->uid.load() : 0);
 }
 
 }  // namespace simcuda

@@ -30,11 +30,12 @@ void set_current_context(CUctx_st *c) { t_current = c; }
 
 CUresult current_live(CUctx_st **out)
 {
+    // No lock: contexts are never freed and alive is atomic, so the
+    // allocation hot path does not serialise here.
     CUctx_st *c = t_current;
     if (!c)
         return CUDA_ERROR_INVALID_CONTEXT;
-    Lock lock(driver_mutex());
-    if (!c->alive)
+    if (!c->alive.load(std::memory_order_acquire))
         return CUDA_ERROR_CONTEXT_IS_DESTROYED;
     *out = c;
     return CUDA_SUCCESS;
@@ -45,19 +46,23 @@ void destroy_context(CUctx_st *c)
     // Tools report leaks here, before anything is torn down.
     emit_resource(CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING, c);
     Lock lock(driver_mutex());
+    // Dead before its allocations are visited: the small-allocation path
+    // checks alive under a shard lock, so it cannot add a block to a shard
+    // already swept (see small_alloc).
+    c->alive.store(false, std::memory_order_release);
     std::vector<uintptr_t> owned;
     for (auto &[p, a] : allocs_locked())
         if (a.ctx == c)
             owned.push_back(p);
     for (uintptr_t p : owned)
         release_alloc_locked(p);
+    small_release_context_locked(c);
     drop_context_streams_locked(c);
     if (c->primary) {
         Device &d = devices_locked()[c->device];
         if (d.default_pool)
             pool_trim_locked(d.default_pool, 0);
     }
-    c->alive = false;
 }
 
 static CUctx_st *new_context_locked(int dev, bool primary)

@@ -17,7 +17,6 @@ namespace {
 
 constexpr uint64_t kDefaultCapacity = uint64_t(16) << 30;
 constexpr uint64_t kMaxCapacity = uint64_t(4) << 40;
-constexpr int kMaxDevices = 16;
 
 // Accepts a byte count with an optional binary suffix (K, M, G, T, with or
 // without "iB"/"B"). Returns 0 on a malformed or out-of-range value.
@@ -113,8 +112,18 @@ namespace {
 // copy locked forever (PyTorch's DataLoader forks workers from a process whose
 // other threads may be inside CUDA). Hold the lock across fork so the child
 // starts with it free and the state it guards consistent.
-void fork_prepare() { driver_mutex().lock(); }
-void fork_release() { driver_mutex().unlock(); }
+// The allocator shards' locks are held too, taken after the driver's (the
+// lock order), so a child never inherits a half-updated shard.
+void fork_prepare()
+{
+    driver_mutex().lock();
+    small_lock_all();
+}
+void fork_release()
+{
+    small_unlock_all();
+    driver_mutex().unlock();
+}
 [[maybe_unused]] const int g_atfork = [] {
     driver_mutex();  // construct before the first fork
     return pthread_atfork(fork_prepare, fork_release, fork_release);
@@ -137,7 +146,9 @@ CUresult CUDAAPI cuInit(unsigned int flags)
         {
             Lock lock(driver_mutex());
             devices_locked().resize(g_config.devices);
-            if (!heap_init())
+            if (heap_init())
+                small_init();
+            else
                 g_init_result = CUDA_ERROR_OUT_OF_MEMORY;
         }
         if (g_init_result == CUDA_SUCCESS)

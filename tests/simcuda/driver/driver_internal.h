@@ -1,7 +1,14 @@
 // Shared state of simcuda's driver (libcuda.so.1). Every mutable structure is
-// protected by one process-wide mutex (driver_mutex); functions suffixed
-// _locked expect it held. Callbacks to CUPTI are always emitted without it,
-// so a tool may call back into the driver from its callback.
+// protected by one process-wide mutex (driver_mutex), except the hot path of
+// small linear allocations (small_blocks.cpp): cuMemAlloc/cuMemFree of up to
+// kSmallMax bytes take only the lock of one allocator shard, so threads that
+// allocate at once do not serialise on the driver (a real driver sub-allocates
+// small requests too). Lock order: driver_mutex, then shard locks in index
+// order. Device capacity is an atomic counter (shards hold batches of it as
+// credit) and context liveness an atomic flag, so the hot path needs the
+// mutex for neither. Functions suffixed _locked expect driver_mutex
+// held. Callbacks to CUPTI are always emitted without any lock, so a tool may
+// call back into the driver from its callback.
 #pragma once
 
 #include <cuda.h>
@@ -23,9 +30,11 @@
 
 struct CUctx_st {
     int device;
-    uint32_t uid;
+    std::atomic<uint32_t> uid;  // renewed when a primary context is revived
     bool primary;
-    bool alive;
+    // Read without the driver mutex by the allocation hot path; cleared
+    // under the mutex before a dying context's allocations are freed.
+    std::atomic<bool> alive;
 };
 
 struct CUstream_st {
@@ -53,7 +62,9 @@ struct CUmemPoolHandle_st {
 namespace simcuda {
 
 constexpr size_t kAlign = 512;                  // linear allocation alignment
-constexpr size_t kGranularity = 2u << 20;       // VMM and pool chunk size
+constexpr size_t kGranularity = 2u << 20;       // VMM and pool chunk size, slab size
+constexpr size_t kSmallMax = 1u << 20;          // largest sharded allocation
+constexpr int kMaxDevices = 16;                 // SIMCUDA_DEVICES limit
 
 struct Config {
     uint64_t capacity;
@@ -70,15 +81,24 @@ using Lock = std::lock_guard<std::mutex>;
             return CUDA_ERROR_NOT_INITIALIZED;    \
     } while (0)
 
-inline size_t round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
+constexpr size_t round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
 // ---- device heap: address arena, shadow storage, capacity accounting ----
 bool heap_init();
+uintptr_t arena_base();
+size_t arena_span();
 bool va_carve(size_t size, size_t align, uintptr_t hint, uintptr_t *out);
 void va_release(uintptr_t p, size_t size);
+// Capacity accounting. The device counter is atomic; allocator shards hold
+// part of it as credit (charged, not yet used), so the small-allocation hot
+// path rarely writes the shared counter. try_charge is lock-free and may
+// fail while shards hold credit; charge (driver mutex held) takes that
+// credit back first, so it fails, changing nothing, exactly when the device
+// would exceed its capacity.
+bool try_charge(int dev, uint64_t bytes);
 bool charge(int dev, uint64_t bytes);
 void uncharge(int dev, uint64_t bytes);
-uint64_t charged(int dev);
+uint64_t charged(int dev);  // includes shard credit; see used_locked
 bool in_arena(uintptr_t p);
 char *shadow_of(uintptr_t p);
 void shadow_discard(uintptr_t p, size_t n);
@@ -114,13 +134,37 @@ struct Alloc {
     Kind kind;
     CUmemPoolHandle_st *pool;
 };
+// Allocations made on the driver-mutex path (large device, pool, managed,
+// host); small device allocations live in the shards instead.
 std::map<uintptr_t, Alloc> &allocs_locked();
-// The live allocation containing p, or nullptr.
-std::pair<const uintptr_t, Alloc> *find_alloc_locked(uintptr_t p);
+// The live allocation containing p (either store): its base and a copy of
+// its record.
+bool find_alloc_locked(uintptr_t p, uintptr_t *base, Alloc *out);
 void release_alloc_locked(uintptr_t p);
 // Host-side bytes behind [p, p+n) for copies: shadow for device memory, the
 // pointer itself for host memory. INVALID_VALUE for dead device ranges.
 CUresult resolve_locked(uintptr_t p, size_t n, char **out);
+
+// ---- small device allocations (small_blocks.cpp), no driver mutex ----
+void small_init();  // after heap_init
+// n <= kSmallMax bytes for live context c, charging round_up(n, kAlign).
+// CUDA_ERROR_NOT_FOUND: no slab address range left (use the locked path).
+CUresult small_alloc(CUctx_st *c, size_t n, uintptr_t *out);
+// CUDA_ERROR_NOT_FOUND if p is in no slab (so not a small block); otherwise
+// frees the block p starts, or INVALID_VALUE.
+CUresult small_free(uintptr_t p);
+bool small_find(uintptr_t p, uintptr_t *base, Alloc *out);
+void small_release_context_locked(CUctx_st *c);
+// Gives every empty slab's range back to the arena; the number given back.
+size_t small_reclaim_locked();
+// Takes every shard's credit for dev back into the device counter and stops
+// shards taking more until the device has room again.
+void small_drain_credit_locked(int dev);
+// Bytes in use on dev: the counter minus shard credit, read consistently.
+uint64_t used_locked(int dev);
+// Every shard lock, in order (fork handlers, after driver_mutex).
+void small_lock_all();
+void small_unlock_all();
 
 // ---- pools ----
 CUmemPoolHandle_st *default_pool_locked(int dev);

@@ -1,5 +1,7 @@
 // Linear device memory, managed memory and pinned host memory, plus the
 // queries over them (address ranges, pointer attributes, free memory).
+// Device allocations up to kSmallMax go to the sharded allocator
+// (small_blocks.cpp) without the driver mutex; the rest live in g_allocs.
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -52,11 +54,32 @@ CUresult with_context(CUresult (*fn)(CUctx_st *, size_t, uintptr_t *), size_t n,
     if (CUresult r = current_live(&c))
         return r;
     Lock lock(driver_mutex());
+    // Again under the lock: the context may have been destroyed since.
+    if (!c->alive.load(std::memory_order_relaxed))
+        return CUDA_ERROR_CONTEXT_IS_DESTROYED;
     return fn(c, n, out);
+}
+
+CUresult alloc_device(size_t n, uintptr_t *out)
+{
+    if (n <= kSmallMax) {
+        CUctx_st *c;
+        if (CUresult r = current_live(&c))
+            return r;
+        // NOT_FOUND: no address range for a new slab; an exact-size range
+        // may still fit.
+        if (CUresult r = small_alloc(c, n, out); r != CUDA_ERROR_NOT_FOUND)
+            return r;
+    }
+    return with_context(alloc_device_locked, n, out);
 }
 
 CUresult free_checked(uintptr_t p, bool host)
 {
+    if (!host) {
+        if (CUresult r = small_free(p); r != CUDA_ERROR_NOT_FOUND)
+            return r;
+    }
     Lock lock(driver_mutex());
     auto it = g_allocs->find(p);
     if (it == g_allocs->end() || (it->second.kind == Kind::Host) != host)
@@ -69,15 +92,19 @@ CUresult free_checked(uintptr_t p, bool host)
 
 std::map<uintptr_t, Alloc> &allocs_locked() { return *g_allocs; }
 
-std::pair<const uintptr_t, Alloc> *find_alloc_locked(uintptr_t p)
+bool find_alloc_locked(uintptr_t p, uintptr_t *base, Alloc *out)
 {
+    if (small_find(p, base, out))
+        return true;
     auto it = g_allocs->upper_bound(p);
     if (it == g_allocs->begin())
-        return nullptr;
+        return false;
     --it;
     if (p >= it->first + std::max<size_t>(it->second.size, 1))
-        return nullptr;
-    return &*it;
+        return false;
+    *base = it->first;
+    *out = it->second;
+    return true;
 }
 
 void release_alloc_locked(uintptr_t p)
@@ -115,9 +142,9 @@ CUresult resolve_locked(uintptr_t p, size_t n, char **out)
     }
     uintptr_t base;
     size_t size;
-    if (auto *a = find_alloc_locked(p)) {
-        base = a->first;
-        size = a->second.size;
+    Alloc a;
+    if (find_alloc_locked(p, &base, &a)) {
+        size = a.size;
     } else if (!vmm_find_mapping_locked(p, 1, &base, &size)) {
         return CUDA_ERROR_INVALID_VALUE;
     }
@@ -140,7 +167,7 @@ CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
         if (!dptr || bytesize == 0)
             return CUDA_ERROR_INVALID_VALUE;
         uintptr_t p;
-        CUresult r = with_context(alloc_device_locked, bytesize, &p);
+        CUresult r = alloc_device(bytesize, &p);
         if (r == CUDA_SUCCESS)
             *dptr = p;
         return r;
@@ -159,7 +186,7 @@ CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t wid
         if (height > config().capacity / p_bytes)
             return CUDA_ERROR_OUT_OF_MEMORY;
         uintptr_t p;
-        CUresult r = with_context(alloc_device_locked, p_bytes * height, &p);
+        CUresult r = alloc_device(p_bytes * height, &p);
         if (r == CUDA_SUCCESS) {
             *dptr = p;
             *pitch = p_bytes;
@@ -247,8 +274,9 @@ CUresult CUDAAPI cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsig
     if (!pdptr || Flags != 0)
         return CUDA_ERROR_INVALID_VALUE;
     Lock lock(driver_mutex());
-    auto *a = find_alloc_locked(reinterpret_cast<uintptr_t>(p));
-    if (!a || a->second.kind != Kind::Host)
+    uintptr_t base;
+    Alloc a;
+    if (!find_alloc_locked(reinterpret_cast<uintptr_t>(p), &base, &a) || a.kind != Kind::Host)
         return CUDA_ERROR_INVALID_VALUE;
     *pdptr = reinterpret_cast<CUdeviceptr>(p);  // unified addressing
     return CUDA_SUCCESS;
@@ -262,9 +290,9 @@ CUresult CUDAAPI cuMemGetInfo_v2(size_t *free, size_t *total)
         return r;
     if (!free || !total)
         return CUDA_ERROR_INVALID_VALUE;
-    Lock lock(driver_mutex());
     *total = config().capacity;
-    *free = config().capacity - charged(c->device);
+    Lock lock(driver_mutex());
+    *free = config().capacity - used_locked(c->device);
     return CUDA_SUCCESS;
 }
 
@@ -274,9 +302,9 @@ CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUde
     Lock lock(driver_mutex());
     uintptr_t base;
     size_t size;
-    if (auto *a = find_alloc_locked(dptr); a && a->second.kind != Kind::Host) {
-        base = a->first;
-        size = a->second.size;
+    Alloc a;
+    if (find_alloc_locked(dptr, &base, &a) && a.kind != Kind::Host) {
+        size = a.size;
     } else if (!vmm_find_mapping_locked(dptr, 1, &base, &size)) {
         return CUDA_ERROR_NOT_FOUND;
     }
@@ -293,14 +321,11 @@ CUresult CUDAAPI cuPointerGetAttribute(void *data, CUpointer_attribute attribute
     if (!data)
         return CUDA_ERROR_INVALID_VALUE;
     Lock lock(driver_mutex());
-    auto *found = find_alloc_locked(ptr);
     uintptr_t base = 0;
     size_t size = 0;
     Alloc a{};
-    if (found) {
-        base = found->first;
-        size = found->second.size;
-        a = found->second;
+    if (find_alloc_locked(ptr, &base, &a)) {
+        size = a.size;
     } else if (vmm_find_mapping_locked(ptr, 1, &base, &size)) {
         a.kind = Kind::Device;
         a.device = -1;
