@@ -1,5 +1,7 @@
 #include "counters.h"
 
+#include <pthread.h>
+
 #include <new>
 
 namespace torchseal {
@@ -8,7 +10,17 @@ __thread Counters::Mine Counters::t_mine;
 
 namespace {
 std::atomic<uint32_t> g_next_stripe{1};
+pthread_key_t g_exit_key;
+pthread_once_t g_key_once = PTHREAD_ONCE_INIT;
+
+void on_thread_exit(void *stripe) { g_counters.fold(*static_cast<Counters::Stripe *>(stripe)); }
+void make_key() { pthread_key_create(&g_exit_key, on_thread_exit); }
 }  // namespace
+
+void Counters::fold(Stripe &s) {
+  int64_t d = s.pending.exchange(0, std::memory_order_relaxed);
+  if (d) add_global(d);
+}
 
 // The first threads own a stripe each and count with a plain load and
 // store: no locked instruction on the hot path. Later threads share
@@ -18,6 +30,10 @@ Counters::Mine &Counters::claim_stripe() {
   bool owned = id < kStripes;
   t_mine.owned = owned;
   t_mine.stripe = &stripes_[owned ? id : 0];
+  if (owned) {
+    pthread_once(&g_key_once, make_key);
+    pthread_setspecific(g_exit_key, t_mine.stripe);
+  }
   return t_mine;
 }
 
@@ -33,6 +49,12 @@ uint64_t Counters::events() const {
   return n;
 }
 
+uint64_t Counters::live_bytes() const {
+  int64_t pending = 0;
+  for (const Stripe &s : stripes_) pending += s.pending.load(std::memory_order_relaxed);
+  return live_.load(std::memory_order_relaxed) + static_cast<uint64_t>(pending);
+}
+
 double Counters::self_seconds() const {
   uint64_t n = 0;
   for (const Stripe &s : stripes_) n += s.self_ns.load(std::memory_order_relaxed);
@@ -43,6 +65,7 @@ void Counters::reset() {
   for (Stripe &s : stripes_) {
     s.events.store(0, std::memory_order_relaxed);
     s.self_ns.store(0, std::memory_order_relaxed);
+    s.pending.store(0, std::memory_order_relaxed);
   }
   live_.store(0, std::memory_order_relaxed);
   peak_.store(0, std::memory_order_relaxed);
