@@ -4,7 +4,7 @@ namespace torchseal {
 
 void LiveTable::grow(Shard &s) {
   size_t cap = s.slots.empty() ? 16 : s.slots.size() * 2;
-  std::vector<LiveRecord> slots(cap, LiveRecord{});
+  MappedArray<LiveRecord> slots(cap);
   for (const LiveRecord &r : s.slots) {
     if (!r.addr) continue;
     size_t i = home(r.addr, cap - 1);
@@ -107,7 +107,7 @@ void LiveTable::remove_if(const std::function<bool(const LiveRecord &)> &pred,
         keep.push_back(r);
     }
     if (keep.size() == s.used) continue;
-    s.slots.assign(s.slots.size(), LiveRecord{});
+    MappedArray<LiveRecord>(s.slots.size()).swap(s.slots);
     s.used = 0;
     size_t mask = s.slots.size() - 1;
     for (const LiveRecord &r : keep) {
@@ -122,7 +122,7 @@ void LiveTable::remove_if(const std::function<bool(const LiveRecord &)> &pred,
 void LiveTable::clear() {
   for (Shard &s : shards_) {
     Guard g(s.lock);
-    std::vector<LiveRecord>().swap(s.slots);
+    MappedArray<LiveRecord>().swap(s.slots);
     s.used = 0;
   }
 }
