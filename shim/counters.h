@@ -35,8 +35,8 @@ class Counters {
   uint64_t peak_bytes() const { return peak_.load(std::memory_order_relaxed); }
   void reset();
 
-  // Stripe 0 is shared by threads past the first kStripes - 1; every other
-  // stripe has one writer.
+  // Stripe 0 is shared by the threads alive beyond kStripes - 1; every other
+  // stripe has one writer at a time (exited threads hand theirs on).
   static constexpr int kStripes = 64;
   struct alignas(64) Stripe {
     std::atomic<uint64_t> events{0};
@@ -45,6 +45,8 @@ class Counters {
   };
   // A thread's share goes to the global count (its exit, fork).
   void fold(Stripe &s);
+  // Called at the calling thread's exit: folds its share, frees its stripe.
+  void release_stripe();
 
  private:
   struct Mine {
