@@ -105,6 +105,22 @@ TEST_CASE("8 threads: cross-thread frees, bad frees, queries, exact accounting",
     for (int t = 0; t < kThreads; ++t) {
         threads.emplace_back([&, t] {
             cuCtxSetCurrent(ctx);
+            // Every block freed is checked for intact stamps first.
+            auto free_all = [&](const std::vector<Block> &blocks) {
+                for (const Block &b : blocks) {
+                    fail(check_stamp(b));
+                    fail(cuMemFree(b.p) == CUDA_SUCCESS);
+                }
+            };
+            // Frees what other threads handed to this one.
+            auto drain_box = [&] {
+                std::vector<Block> got;
+                {
+                    std::lock_guard<std::mutex> lock(boxes[t].m);
+                    got.swap(boxes[t].blocks);
+                }
+                free_all(got);
+            };
             uint64_t rng = uint64_t(t) + 1;
             std::vector<Block> mine;
             for (int i = 0; i < 4000; ++i) {
@@ -140,40 +156,18 @@ TEST_CASE("8 threads: cross-thread frees, bad frees, queries, exact accounting",
                     fail(cuMemFree(x.p) == CUDA_SUCCESS);
                     fail(cuMemFree(x.p) == CUDA_ERROR_INVALID_VALUE);
                 }
-                std::vector<Block> got;
-                {
-                    std::lock_guard<std::mutex> lock(boxes[t].m);
-                    got.swap(boxes[t].blocks);
-                }
-                for (const Block &g : got) {
-                    fail(check_stamp(g));
-                    fail(cuMemFree(g.p) == CUDA_SUCCESS);
-                }
+                drain_box();
                 if (mine.size() > 64) {
-                    for (const Block &m : mine) {
-                        fail(check_stamp(m));
-                        fail(cuMemFree(m.p) == CUDA_SUCCESS);
-                    }
+                    free_all(mine);
                     mine.clear();
                 }
             }
-            for (const Block &m : mine) {
-                fail(check_stamp(m));
-                fail(cuMemFree(m.p) == CUDA_SUCCESS);
-            }
+            free_all(mine);
             done.fetch_add(1);
             // Drain until every thread stopped giving.
             for (;;) {
                 bool last = done.load() == kThreads;
-                std::vector<Block> got;
-                {
-                    std::lock_guard<std::mutex> lock(boxes[t].m);
-                    got.swap(boxes[t].blocks);
-                }
-                for (const Block &g : got) {
-                    fail(check_stamp(g));
-                    fail(cuMemFree(g.p) == CUDA_SUCCESS);
-                }
+                drain_box();
                 if (last)
                     break;
                 std::this_thread::yield();
