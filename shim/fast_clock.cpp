@@ -149,18 +149,14 @@ uint64_t now_ns_slow() {
   // Bounded: a signal handler may have interrupted this very thread in the
   // middle of publish(), and that publish will not finish before we return.
   for (int tries = 0; tries < 64; ++tries) {
-    uint32_t s0 = g_line.seq.load(std::memory_order_acquire);
-    uint64_t atsc = g_line.anchor_tsc.load(std::memory_order_relaxed);
-    uint64_t ans = g_line.anchor_ns.load(std::memory_order_relaxed);
-    uint64_t mult = g_line.mult.load(std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_acquire);
-    if (s0 & 1 || g_line.seq.load(std::memory_order_relaxed) != s0) continue;
+    LineCopy l;
+    if (!read_line(l)) continue;
     uint64_t t = ticks();
     // Someone else re-anchoring (or the thread this signal handler
     // interrupted): the current line is still good for a while.
-    if (t - atsc > g_reanchor_ticks.load(std::memory_order_relaxed) && maybe_reanchor())
+    if (t - l.anchor_tsc > g_reanchor_ticks.load(std::memory_order_relaxed) && maybe_reanchor())
       continue;  // read the new line
-    return on_line(t, atsc, ans, mult);
+    return on_line(t, l.anchor_tsc, l.anchor_ns, l.mult);
   }
   return mono_ns();
 }

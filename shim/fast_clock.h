@@ -34,6 +34,19 @@ extern std::atomic<uint64_t> g_reanchor_ticks;
 // Everything but a plain read of a settled line: calibration, the syscall
 // clock, a line being published, a re-anchor that is due.
 uint64_t now_ns_slow();
+
+struct LineCopy {
+  uint64_t anchor_tsc, anchor_ns, mult;
+};
+// A consistent copy of the line, or false while it is being published.
+inline bool read_line(LineCopy &c) {
+  uint32_t s0 = g_line.seq.load(std::memory_order_acquire);
+  c.anchor_tsc = g_line.anchor_tsc.load(std::memory_order_relaxed);
+  c.anchor_ns = g_line.anchor_ns.load(std::memory_order_relaxed);
+  c.mult = g_line.mult.load(std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return !(s0 & 1) && g_line.seq.load(std::memory_order_relaxed) == s0;
+}
 }  // namespace clock_detail
 
 // Inline, with every rare case out of line: the caller keeps its registers
@@ -41,18 +54,12 @@ uint64_t now_ns_slow();
 inline uint64_t now_ns() {
 #if defined(__x86_64__)
   using namespace clock_detail;
-  if (g_mode.load(std::memory_order_acquire) == kTsc) {
-    uint32_t s0 = g_line.seq.load(std::memory_order_acquire);
-    uint64_t atsc = g_line.anchor_tsc.load(std::memory_order_relaxed);
-    uint64_t ans = g_line.anchor_ns.load(std::memory_order_relaxed);
-    uint64_t mult = g_line.mult.load(std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_acquire);
-    if (!(s0 & 1) && g_line.seq.load(std::memory_order_relaxed) == s0) {
-      // Unsigned: a TSC behind the anchor (another CPU's) is "due" too.
-      uint64_t d = __rdtsc() - atsc;
-      if (d <= g_reanchor_ticks.load(std::memory_order_relaxed))
-        return ans + static_cast<uint64_t>((static_cast<unsigned __int128>(d) * mult) >> 32);
-    }
+  LineCopy l;
+  if (g_mode.load(std::memory_order_acquire) == kTsc && read_line(l)) {
+    // Unsigned: a TSC behind the anchor (another CPU's) is "due" too.
+    uint64_t d = __rdtsc() - l.anchor_tsc;
+    if (d <= g_reanchor_ticks.load(std::memory_order_relaxed))
+      return l.anchor_ns + static_cast<uint64_t>((static_cast<unsigned __int128>(d) * l.mult) >> 32);
   }
 #endif
   return clock_detail::now_ns_slow();
