@@ -2,8 +2,8 @@
 // `check --baseline` fails only on new ones.
 #include <cstdio>
 
-#include "baseline.h"
-#include "commands.h"
+#include "report/compare/baseline.h"
+#include "report/cli/commands.h"
 
 namespace torchseal::cli {
 

@@ -4,11 +4,11 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "baseline.h"
-#include "commands.h"
-#include "gate.h"
-#include "junit.h"
-#include "site_match.h"
+#include "report/compare/baseline.h"
+#include "report/cli/commands.h"
+#include "report/compare/gate.h"
+#include "report/compare/junit.h"
+#include "report/analysis/site_match.h"
 
 namespace torchseal::cli {
 namespace {

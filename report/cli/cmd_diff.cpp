@@ -1,7 +1,7 @@
 // `torchseal diff A B`: leak and growth sites that are new, gone, grown or
 // shrunk between two runs.
-#include "commands.h"
-#include "diff.h"
+#include "report/cli/commands.h"
+#include "report/compare/diff.h"
 
 namespace torchseal::cli {
 

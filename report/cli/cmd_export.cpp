@@ -6,9 +6,9 @@
 #include <cinttypes>
 #include <cstdio>
 
-#include "commands.h"
-#include "export_memory_viz.h"
-#include "export_perfetto.h"
+#include "report/cli/commands.h"
+#include "report/render/export_memory_viz.h"
+#include "report/render/export_perfetto.h"
 
 namespace torchseal::cli {
 namespace {

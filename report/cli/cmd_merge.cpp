@@ -2,8 +2,8 @@
 // job, each site carrying its per-rank shares.
 #include <cstdio>
 
-#include "commands.h"
-#include "merge.h"
+#include "report/cli/commands.h"
+#include "report/compare/merge.h"
 
 namespace torchseal::cli {
 

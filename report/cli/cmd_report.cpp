@@ -1,12 +1,12 @@
 // `torchseal report FILE`: show a saved report.
 #include <cstdio>
 
-#include "commands.h"
-#include "history_reader.h"
-#include "html_report.h"
-#include "load_report.h"
-#include "report_json.h"
-#include "report_text.h"
+#include "report/cli/commands.h"
+#include "report/input/history_reader.h"
+#include "report/render/html_report.h"
+#include "report/input/load_report.h"
+#include "report/render/report_json.h"
+#include "report/render/report_text.h"
 
 namespace torchseal::cli {
 namespace {

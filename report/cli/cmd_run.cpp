@@ -16,7 +16,7 @@
 #include <cstring>
 #include <set>
 
-#include "commands.h"
+#include "report/cli/commands.h"
 
 namespace torchseal::cli {
 namespace {

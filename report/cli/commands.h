@@ -9,7 +9,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "report_model.h"
+#include "report/model/report_model.h"
 
 namespace torchseal::cli {
 

@@ -6,9 +6,9 @@
 #include <cstdio>
 #include <cstring>
 
-#include "commands.h"
-#include "load_report.h"
-#include "suppressions.h"
+#include "report/cli/commands.h"
+#include "report/input/load_report.h"
+#include "report/analysis/suppressions.h"
 
 namespace torchseal::cli {
 

@@ -2,7 +2,7 @@
 #include <cstdio>
 #include <string>
 
-#include "commands.h"
+#include "report/cli/commands.h"
 
 namespace torchseal::cli {
 

@@ -1,4 +1,4 @@
-#include "event_codec.h"
+#include "report/format/event_codec.h"
 
 namespace torchseal::tseal {
 

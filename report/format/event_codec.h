@@ -5,8 +5,8 @@
 
 #include <cstdint>
 
-#include "model/event.h"
-#include "tseal_format.h"
+#include "report/model/event.h"
+#include "report/format/tseal_format.h"
 
 namespace torchseal::tseal {
 

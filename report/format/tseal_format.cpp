@@ -1,4 +1,4 @@
-#include "tseal_format.h"
+#include "report/format/tseal_format.h"
 
 namespace torchseal::tseal {
 

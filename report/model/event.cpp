@@ -1,4 +1,4 @@
-#include "model/event.h"
+#include "report/model/event.h"
 
 namespace torchseal {
 

@@ -14,7 +14,7 @@ enum class Role : uint8_t { Alloc, Free, Teardown, Map, Unmap, Reserve, Unreserv
 
 enum class ApiId : uint16_t {
 #define TS_API(id, name, layer, family, role) id,
-#include "api_table.def"
+#include "report/model/api_table.def"
 #undef TS_API
   Count,
   Unknown = 0xffff,
@@ -29,7 +29,7 @@ struct ApiInfo {
 
 inline constexpr ApiInfo kApiTable[] = {
 #define TS_API(id, name, layer, family, role) {name, Layer::layer, Family::family, Role::role},
-#include "api_table.def"
+#include "report/model/api_table.def"
 #undef TS_API
 };
 

@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <string>
 
-#include "pickle_writer.h"
+#include "report/render/pickle_writer.h"
 
 using torchseal::ListBatcher;
 using torchseal::PickleWriter;

@@ -1,5 +1,5 @@
 // tseal_fixture: writes a synthetic .tseal history with the same chunk layout
-// as shim/history_writer.cpp (Process first; then per writer pass a PASS chunk,
+// as shim/sink/history_writer.cpp (Process first; then per writer pass a PASS chunk,
 // new Stacks, and one Events chunk per thread; Symbols and End at a clean
 // exit), so the exporters can be tested without the shim or a GPU.
 //
@@ -21,9 +21,9 @@
 #include <string>
 #include <vector>
 
-#include "format/event_codec.h"
-#include "format/tseal_format.h"
-#include "model/event.h"
+#include "report/format/event_codec.h"
+#include "report/format/tseal_format.h"
+#include "report/model/event.h"
 
 using namespace torchseal;
 namespace ts = torchseal::tseal;

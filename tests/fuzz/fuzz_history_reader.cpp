@@ -1,4 +1,4 @@
-// libFuzzer target: the .tseal history reader (report/lib/history_reader.h)
+// libFuzzer target: the .tseal history reader (report/input/history_reader.h)
 // on a file holding the fuzz input. An untrusted history must never crash
 // the reader, read out of bounds or allocate without bound; damage ends the
 // read with a warning. Both the streaming reader and the replay into an
@@ -13,7 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "history_reader.h"
+#include "report/input/history_reader.h"
 
 namespace {
 // Never destroyed: the atexit cleanup below runs after static destructors.

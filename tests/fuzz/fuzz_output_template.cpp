@@ -1,5 +1,5 @@
 // libFuzzer target: the TORCHSEAL_OUTPUT template expander
-// (shim/output_path.h). Input: byte 0 picks the variables, the rest is the
+// (shim/runtime/output_path.h). Input: byte 0 picks the variables, the rest is the
 // template. Invariants: never crashes; on success the result is non-empty,
 // does not end in '/', and a '/' in it comes from the template (the
 // hostname can never smuggle one in); on failure there is a one-line error.
@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "output_path.h"
+#include "shim/runtime/output_path.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size == 0) return 0;

@@ -1,4 +1,4 @@
-// libFuzzer target: the P.json reader (report/lib/report_json.h). Untrusted
+// libFuzzer target: the P.json reader (report/render/report_json.h). Untrusted
 // input must never crash it or grow memory/stack without bound. Invariant:
 // a report that parses writes back to JSON that parses again.
 #include <cstdint>
@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "report_json.h"
+#include "report/render/report_json.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   std::string_view text(reinterpret_cast<const char *>(data), size);

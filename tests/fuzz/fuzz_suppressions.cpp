@@ -1,5 +1,5 @@
 // libFuzzer target: the LSan-style suppressions parser and its glob matcher
-// (report/lib/suppressions.h). Input: the file text; its first line, if any,
+// (report/analysis/suppressions.h). Input: the file text; its first line, if any,
 // doubles as a name to match. Invariants: never crashes or hangs (the
 // matcher must stay linear-ish on hostile `*` patterns); a parse failure is
 // a one-line error.
@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "suppressions.h"
+#include "report/analysis/suppressions.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   std::string_view text(reinterpret_cast<const char *>(data), size);

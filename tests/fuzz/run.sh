@@ -21,12 +21,13 @@ command -v "$cxx" >/dev/null || { echo "run.sh: $cxx not found (apt-get install 
 mkdir -p "$out/obj"
 
 flags="-std=c++20 -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined"
-inc="-I$root/report -I$root/report/lib -I$root/shim -isystem $cuda_inc"
+inc="-I$root -isystem $cuda_inc"
 
 # Small compile lists: each target gets only what it calls.
-report_srcs="model/event.cpp format/event_codec.cpp format/tseal_format.cpp lib/history_reader.cpp
-  lib/module_map.cpp lib/report_json.cpp lib/analysis.cpp lib/site.cpp lib/symbolizer.cpp
-  lib/elf_symtab.cpp lib/growth.cpp lib/hints.cpp lib/suppressions.cpp"
+report_srcs="model/event.cpp format/event_codec.cpp format/tseal_format.cpp input/history_reader.cpp
+  input/module_map.cpp render/report_json.cpp analysis/analysis.cpp analysis/site.cpp
+  input/symbolizer.cpp input/elf_symtab.cpp analysis/growth.cpp analysis/hints.cpp
+  analysis/suppressions.cpp"
 objs=""
 for s in $report_srcs; do
   o="$out/obj/$(echo "$s" | tr / _).o"
@@ -36,8 +37,8 @@ for s in $report_srcs; do
   objs="$objs $o"
 done
 shim_objs=""
-for s in output_path.cpp config.cpp log.cpp; do
-  o="$out/obj/shim_$s.o"
+for s in runtime/output_path.cpp runtime/config.cpp runtime/log.cpp; do
+  o="$out/obj/shim_$(echo "$s" | tr / _).o"
   if [ ! -f "$o" ] || [ "$root/shim/$s" -nt "$o" ]; then
     $cxx $flags -fsanitize=fuzzer-no-link $inc -c "$root/shim/$s" -o "$o"
   fi

@@ -5,7 +5,7 @@
 #include <functional>
 #include <random>
 
-#include "growth.h"
+#include "report/analysis/growth.h"
 
 using namespace torchseal;
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <unistd.h>
 
-#include "hints.h"
+#include "report/analysis/hints.h"
 
 using namespace torchseal;
 namespace fs = std::filesystem;

@@ -9,9 +9,9 @@
 #include <random>
 #include <string>
 
-#include "format/event_codec.h"
-#include "format/tseal_format.h"
-#include "history_reader.h"
+#include "report/format/event_codec.h"
+#include "report/format/tseal_format.h"
+#include "report/input/history_reader.h"
 
 using namespace torchseal;
 using namespace torchseal::tseal;
@@ -58,7 +58,7 @@ std::vector<Event> random_events(size_t n, uint64_t seed) {
   return ev;
 }
 
-// A minimal but complete file, laid out the way shim/history_writer.cpp does.
+// A minimal but complete file, laid out the way shim/sink/history_writer.cpp does.
 std::vector<uint8_t> make_file(const std::vector<Event> &events, bool with_end) {
   std::vector<uint8_t> out;
   append_file_header(out);

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "python_frames.h"
+#include "shim/core/python/python_frames.h"
 
 namespace {
 

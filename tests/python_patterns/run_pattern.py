@@ -46,7 +46,7 @@ from preload import preload  # noqa: E402
 SKIP = 77
 TIMEOUT = 300
 
-# Warm-up rule of report/lib/growth.h (defaults), used only to sanity-check
+# Warm-up rule of report/analysis/growth.h (defaults), used only to sanity-check
 # the number of samples a flagged series was fitted on.
 WARMUP_FRACTION = 0.2
 WARMUP_MIN = 2

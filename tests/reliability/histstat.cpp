@@ -13,7 +13,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "history_reader.h"
+#include "report/input/history_reader.h"
 
 namespace {
 

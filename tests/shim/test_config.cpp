@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 #include <cstdlib>
 
-#include "config.h"
+#include "shim/runtime/config.h"
 
 using namespace torchseal;
 
@@ -69,7 +69,7 @@ TEST_CASE("signal names and numbers") {
   CHECK_FALSE(parse_signal("SIGSEGV", s));
 }
 
-#include "torch_mode.h"
+#include "shim/runtime/torch_mode.h"
 
 TEST_CASE("tensors mode merges the async backend into the allocator config") {
   CHECK(with_async_backend("") == "backend:cudaMallocAsync");

@@ -1,4 +1,4 @@
-// The shim's event and live-byte counters (shim/counters.h) under threads
+// The shim's event and live-byte counters (shim/core/counters.h) under threads
 // that come and go: stripes are handed from exited threads to new ones with
 // plain stores, so a lost update would show as a wrong total here.
 #include <catch2/catch.hpp>
@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "counters.h"
+#include "shim/core/counters.h"
 
 using torchseal::counters;
 

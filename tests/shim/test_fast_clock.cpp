@@ -1,4 +1,4 @@
-// The shim's event clock (shim/fast_clock.h) against CLOCK_MONOTONIC.
+// The shim's event clock (shim/core/fast_clock.h) against CLOCK_MONOTONIC.
 #include <time.h>
 
 #include <catch2/catch.hpp>
@@ -6,7 +6,7 @@
 #include <thread>
 #include <vector>
 
-#include "fast_clock.h"
+#include "shim/core/fast_clock.h"
 
 namespace {
 uint64_t mono() {

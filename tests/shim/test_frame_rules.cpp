@@ -1,4 +1,4 @@
-// The unwinder's rule table (shim/unwind/frame_rules.h): what the walker's
+// The unwinder's rule table (shim/core/unwind/frame_rules.h): what the walker's
 // one-load probe and find() answer, collisions, retirement.
 #include <catch2/catch.hpp>
 
@@ -8,7 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "unwind/frame_rules.h"
+#include "shim/core/unwind/frame_rules.h"
 
 using namespace torchseal::unwind;
 

@@ -3,7 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "output_path.h"
+#include "shim/runtime/output_path.h"
 
 using namespace torchseal;
 

@@ -6,8 +6,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "live_table.h"
-#include "stack_table.h"
+#include "shim/core/live_table.h"
+#include "shim/core/stack_table.h"
 
 using namespace torchseal;
 

@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "analysis.h"
+#include "report/analysis/analysis.h"
 
 using namespace torchseal;
 

@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "model/event.h"
+#include "report/model/event.h"
 
 using namespace torchseal;
 

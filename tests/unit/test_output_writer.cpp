@@ -8,8 +8,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "output_writer.h"
-#include "report_json.h"
+#include "report/render/output_writer.h"
+#include "report/render/report_json.h"
 
 using namespace torchseal;
 

@@ -9,10 +9,10 @@
 #include <fstream>
 #include <sstream>
 
-#include "module_map.h"
-#include "produce_report.h"
-#include "report_json.h"
-#include "report_text.h"
+#include "report/input/module_map.h"
+#include "report/analysis/produce_report.h"
+#include "report/render/report_json.h"
+#include "report/render/report_text.h"
 
 namespace e2e {
 

@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include "report_json.h"
+#include "report/render/report_json.h"
 
 using namespace torchseal;
 

@@ -2,7 +2,7 @@
 
 #include <sstream>
 
-#include "report_text.h"
+#include "report/render/report_text.h"
 
 using namespace torchseal;
 

@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "site.h"
+#include "report/analysis/site.h"
 
 using namespace torchseal;
 

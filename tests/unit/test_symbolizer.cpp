@@ -7,9 +7,9 @@
 #include <climits>
 #include <cstdint>
 
-#include "analysis.h"
-#include "module_map.h"
-#include "symbolizer.h"
+#include "report/analysis/analysis.h"
+#include "report/input/module_map.h"
+#include "report/input/symbolizer.h"
 
 namespace symtest {
 

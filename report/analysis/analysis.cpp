@@ -1,0 +1,157 @@
+#include "report/analysis/analysis.h"
+
+#include <algorithm>
+#include <string>
+#include <unordered_map>
+#include <set>
+#include <tuple>
+
+#include "report/analysis/site.h"
+#include "report/analysis/suppressions.h"
+
+namespace torchseal {
+namespace {
+
+std::string detected_at_name(DetectedAt d) {
+  return d == DetectedAt::ContextTeardown ? "context-teardown" : "exit";
+}
+
+std::string api_string(ApiId id) { return std::string(api_name(id)); }
+
+// What makes two live allocations one leak entry.
+struct LeakKey {
+  uint32_t site;
+  uint16_t api;
+  int16_t device;
+  uint8_t family, detected_at;
+  bool operator==(const LeakKey &) const = default;
+};
+struct LeakKeyHash {
+  size_t operator()(const LeakKey &k) const {
+    uint64_t v = (uint64_t(k.site) << 32) ^ (uint64_t(k.api) << 16) ^ uint16_t(k.device) ^
+                 (uint64_t(k.family) << 56) ^ (uint64_t(k.detected_at) << 60);
+    return std::hash<uint64_t>()(v);
+  }
+};
+
+template <class T>
+void sort_by_bytes_desc(std::vector<T> &v) {
+  // Stable, so equal-sized entries keep first-seen order and reports are
+  // reproducible run to run.
+  std::stable_sort(v.begin(), v.end(), [](const T &a, const T &b) { return a.bytes > b.bytes; });
+}
+
+std::vector<SiteTotal> top_sites(const std::vector<LiveAlloc> &live, SiteIds &sites,
+                                 size_t limit) {
+  std::vector<SiteTotal> out;
+  std::unordered_map<uint32_t, size_t> index;
+  for (const LiveAlloc &a : live) {
+    auto [it, fresh] = index.emplace(sites.get(a.stack, a.pystack), out.size());
+    if (fresh) out.push_back({0, 0, sites.native_frames(a.stack), sites.python_frames(a.pystack)});
+    out[it->second].bytes += a.size;
+    out[it->second].allocations += 1;
+  }
+  sort_by_bytes_desc(out);
+  if (out.size() > limit) out.resize(limit);
+  return out;
+}
+
+}  // namespace
+
+bool counts_as_cached(const AnalysisInput &in, const LiveAlloc &a) {
+  if (a.detected_at != DetectedAt::Exit) return false;
+  // PyTorch keeps a pinned-host cache (cudaHostAlloc, e.g. behind .item())
+  // in every allocator mode, tensors mode included.
+  if ((in.torch_process || in.torch_caching_allocator) && a.api == ApiId::cudaHostAlloc) return true;
+  if (!in.torch_caching_allocator) return false;
+  // Device: its cudaMalloc segments (seen as cuMemAlloc_v2 when cudart is
+  // linked statically). Vmm: expandable_segments maps cuMemCreate handles.
+  // cudaHostAlloc: its pinned-host cache. Managed and stream-ordered memory
+  // are not the caching allocator's in segments mode.
+  return a.family == Family::Device || a.family == Family::Vmm || a.api == ApiId::cudaHostAlloc;
+}
+
+Report analyze(const AnalysisInput &in, Symbolizer &symbolizer, const AnalysisOptions &opts) {
+  Report r;
+  r.trigger = in.trigger;
+  r.process = in.process;
+  SiteIds sites(in.stacks, symbolizer);
+
+  // ---- leaks: one entry per (site, family, api, device, detected_at) ----
+  std::unordered_map<LeakKey, size_t, LeakKeyHash> index;
+  std::vector<LeakEntry> entries;
+  for (const LiveAlloc &a : in.live) {
+    if (counts_as_cached(in, a)) {
+      r.summary.cached_bytes += a.size;
+      continue;
+    }
+    LeakKey key{sites.get(a.stack, a.pystack), static_cast<uint16_t>(a.api), a.device,
+                static_cast<uint8_t>(a.family), static_cast<uint8_t>(a.detected_at)};
+    auto [it, fresh] = index.emplace(key, entries.size());
+    if (fresh) {
+      LeakEntry e;
+      e.kind = std::string(family_name(a.family));
+      e.api = api_string(a.api);
+      e.device = a.device;
+      e.detected_at = detected_at_name(a.detected_at);
+      e.frames = sites.native_frames(a.stack);
+      e.python_frames = sites.python_frames(a.pystack);
+      entries.push_back(std::move(e));
+    }
+    entries[it->second].bytes += a.size;
+    entries[it->second].allocations += 1;
+  }
+  for (LeakEntry &e : entries) {
+    if (opts.match_suppression) {
+      if (const std::string *pattern = opts.match_suppression(e.frames, e.python_frames)) {
+        r.summary.suppressed_bytes += e.bytes;
+        record_suppression_use(r, *pattern, e.bytes, e.allocations);
+        continue;
+      }
+    } else if (opts.is_suppressed && opts.is_suppressed(e.frames, e.python_frames)) {
+      r.summary.suppressed_bytes += e.bytes;
+      continue;
+    }
+    r.summary.leaked_bytes += e.bytes;
+    r.summary.leaked_allocations += e.allocations;
+    r.leaks.push_back(std::move(e));
+  }
+  sort_by_bytes_desc(r.leaks);
+  r.summary.leak_sites = r.leaks.size();
+  r.summary.peak_bytes = in.peak_bytes;
+  r.summary.events = in.events;
+  r.summary.overhead.events = in.events;
+  r.summary.overhead.seconds_in_torchseal = in.seconds_in_torchseal;
+
+  // ---- OOMs ----
+  for (const OomRecord &o : in.ooms) {
+    OomEntry e;
+    e.api = api_string(o.api);
+    e.requested_bytes = o.requested;
+    e.device = o.device;
+    e.live_bytes = o.live_bytes;
+    e.frames = sites.native_frames(o.stack);
+    e.python_frames = sites.python_frames(o.pystack);
+    e.top_sites = top_sites(o.live_at_oom, sites, opts.oom_top_sites);
+    r.ooms.push_back(std::move(e));
+  }
+
+  // ---- invalid frees: one entry per distinct (api, address, site) ----
+  std::set<std::tuple<uint32_t, uint16_t, uint64_t>> seen;
+  for (const InvalidFree &f : in.invalid_frees) {
+    if (!seen.emplace(sites.get(f.stack, f.pystack), static_cast<uint16_t>(f.api), f.addr).second)
+      continue;
+    r.invalid_frees.push_back({api_string(f.api), f.addr, sites.native_frames(f.stack),
+                               sites.python_frames(f.pystack)});
+  }
+  // ---- growth across training steps (DESIGN.md 7.2) ----
+  r.growth = detect_growth(in, symbolizer, opts.growth);
+  if (opts.is_suppressed) {
+    std::erase_if(r.growth, [&](const GrowthEntry &g) {
+      return opts.is_suppressed(g.frames, g.python_frames);
+    });
+  }
+  return r;
+}
+
+}  // namespace torchseal

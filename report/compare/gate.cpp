@@ -1,0 +1,64 @@
+#include "report/compare/gate.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace torchseal {
+
+GateVerdict evaluate_gate(const Report &r, const GateLimits &limits, const Baseline *baseline) {
+  GateVerdict v;
+  std::vector<bool> leak_known(r.leaks.size(), false), growth_known(r.growth.size(), false);
+  if (baseline) {
+    leak_known = baseline_covers(*baseline, r.leaks);
+    growth_known = baseline_covers(*baseline, r.growth);
+  }
+  for (size_t i = 0; i < r.leaks.size(); ++i) {
+    if (leak_known[i]) {
+      ++v.excused_leak_sites;
+      continue;
+    }
+    v.counted_leaked_bytes += r.leaks[i].bytes;
+    v.counted_leaked_allocations += r.leaks[i].allocations;
+    v.leak_offenders.push_back(i);
+  }
+  for (size_t i = 0; i < r.growth.size(); ++i) {
+    if (growth_known[i]) {
+      ++v.excused_growth_sites;
+      continue;
+    }
+    // Shrinking or flat "growth" entries cannot fail a growth limit.
+    if (r.growth[i].bytes_per_step <= 0) continue;
+    v.counted_growth_bytes_per_step += r.growth[i].bytes_per_step;
+    v.growth_offenders.push_back(i);
+  }
+  std::stable_sort(v.leak_offenders.begin(), v.leak_offenders.end(),
+                   [&](size_t a, size_t b) { return r.leaks[a].bytes > r.leaks[b].bytes; });
+  std::stable_sort(v.growth_offenders.begin(), v.growth_offenders.end(), [&](size_t a, size_t b) {
+    return r.growth[a].bytes_per_step > r.growth[b].bytes_per_step;
+  });
+
+  const std::string known = baseline ? " not in the baseline" : "";
+  uint64_t max_leak = limits.max_leaked_bytes.value_or(0);
+  if (v.counted_leaked_bytes > max_leak) {
+    v.reasons.push_back(std::to_string(v.counted_leaked_bytes) + " byte(s) leaked in " +
+                        std::to_string(v.counted_leaked_allocations) + " allocation(s) at " +
+                        std::to_string(v.leak_offenders.size()) + " site(s)" + known +
+                        ", limit " + std::to_string(max_leak));
+  } else {
+    v.leak_offenders.clear();  // within the limit: nothing to blame
+  }
+  double max_growth = limits.max_growth_bytes_per_step.value_or(0);
+  if (v.counted_growth_bytes_per_step > max_growth) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%.1f byte(s)/step of steady growth at %zu site(s)%s, limit %.1f",
+                  v.counted_growth_bytes_per_step, v.growth_offenders.size(), known.c_str(),
+                  max_growth);
+    v.reasons.push_back(buf);
+  } else {
+    v.growth_offenders.clear();
+  }
+  v.pass = v.reasons.empty();
+  return v;
+}
+
+}  // namespace torchseal

@@ -1,0 +1,40 @@
+// The CI verdict of `torchseal check` (and `run --fail-on-leak`) for one
+// report: which leak and growth sites count against the limits, and why the
+// report fails. Formatting lives in the CLI; this is the policy.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "report/compare/baseline.h"
+#include "report/model/report_model.h"
+
+namespace torchseal {
+
+struct GateLimits {
+  // Total leaked bytes allowed (after suppressions and baseline). Unset
+  // means 0: like LSan, any leak fails.
+  std::optional<uint64_t> max_leaked_bytes;
+  // Total bytes/step of the flagged growth sites allowed. Unset means 0:
+  // any flagged growth site fails (the analysis only flags steady growth).
+  std::optional<double> max_growth_bytes_per_step;
+};
+
+struct GateVerdict {
+  bool pass = true;
+  uint64_t counted_leaked_bytes = 0;     // leaks not excused by the baseline
+  uint64_t counted_leaked_allocations = 0;
+  double counted_growth_bytes_per_step = 0;
+  size_t excused_leak_sites = 0;         // covered by the baseline
+  size_t excused_growth_sites = 0;
+  std::vector<size_t> leak_offenders;    // indices into Report::leaks, bytes descending
+  std::vector<size_t> growth_offenders;  // indices into Report::growth, rate descending
+  std::vector<std::string> reasons;      // one line each, empty when passing
+};
+
+// `baseline` may be null. The report's own suppressions are already applied.
+GateVerdict evaluate_gate(const Report &r, const GateLimits &limits, const Baseline *baseline);
+
+}  // namespace torchseal

@@ -1,0 +1,38 @@
+#include "report/input/load_report.h"
+
+#include <unordered_map>
+
+#include "report/input/history_reader.h"
+#include "report/render/report_json.h"
+#include "report/input/symbolizer.h"
+
+namespace torchseal {
+
+bool analyze_history(const std::string &path, Report &out, std::string &error,
+                     std::vector<std::string> &warnings, const AnalysisOptions &opts) {
+  AnalysisInput in;
+  std::unordered_map<uint64_t, std::vector<NativeFrame>> symbols;
+  if (!replay_history(path, in, symbols, error, warnings)) return false;
+  // The file's own symbol table wins: it was made where the binaries were.
+  // Without one (a crash), symbolize against the recorded module map here.
+  Symbolizer symbolizer(in.modules);
+  for (auto &kv : symbols) symbolizer.preload(kv.first, std::move(kv.second));
+  try {
+    out = analyze(in, symbolizer, opts);
+  } catch (const std::exception &e) {
+    error = path + ": analysis failed: " + e.what();
+    return false;
+  }
+  return true;
+}
+
+bool load_report(const std::string &path, Report &out, std::string &error,
+                 std::vector<std::string> &warnings, const AnalysisOptions &opts) {
+  // The content decides; a .tseal name that is not a history gets the
+  // history reader's own "not a torchseal history file" error.
+  bool tseal_name = path.size() >= 6 && path.compare(path.size() - 6, 6, ".tseal") == 0;
+  if (tseal_name || looks_like_history(path)) return analyze_history(path, out, error, warnings, opts);
+  return read_report_file(path, out, error);
+}
+
+}  // namespace torchseal

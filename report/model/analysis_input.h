@@ -1,0 +1,108 @@
+// What the analysis needs, independent of where it came from: the shim's live
+// state at exit/dump time, or a replay of a .tseal history file. Both paths
+// build this struct and call analyze(), so they produce the same leak set.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "report/model/event.h"
+
+namespace torchseal {
+
+// A loaded object, so raw IPs can be symbolized (in-process or offline).
+struct Module {
+  std::string path;
+  uint64_t base = 0;      // load bias (dlpi_addr)
+  uint64_t lo = 0, hi = 0;  // absolute [lo, hi) of its PT_LOAD segments
+  std::string build_id;   // hex, may be empty
+};
+
+struct PyFrame {
+  std::string function;  // co_qualname (3.11+) or co_name
+  std::string file;
+  int line = 0;
+};
+
+// Interned stacks, indexed by StackId / PyStackId (id 0 = empty stack).
+struct StackStore {
+  std::vector<std::vector<uint64_t>> native;   // raw return addresses, innermost first
+  std::vector<std::vector<PyFrame>> python;    // innermost first
+};
+
+// One allocation that is still live (or was live at a teardown).
+struct LiveAlloc {
+  uint64_t addr = 0;
+  uint64_t size = 0;
+  StackId stack = 0;
+  PyStackId pystack = 0;
+  ApiId api = ApiId::Unknown;
+  Family family = Family::Device;
+  int16_t device = -1;
+  DetectedAt detected_at = DetectedAt::Exit;
+};
+
+struct OomRecord {
+  ApiId api = ApiId::Unknown;
+  uint64_t requested = 0;
+  int16_t device = -1;
+  uint64_t live_bytes = 0;                   // live bytes at the moment of the OOM
+  StackId stack = 0;
+  PyStackId pystack = 0;
+  std::vector<LiveAlloc> live_at_oom;        // snapshot used for top_sites
+};
+
+struct InvalidFree {
+  ApiId api = ApiId::Unknown;
+  uint64_t addr = 0;
+  StackId stack = 0;
+  PyStackId pystack = 0;
+};
+
+// Live bytes per allocation site at one step boundary (DESIGN.md 7.2).
+// A site here is the raw (stack, pystack, api) triple; the analysis merges
+// triples that symbolize to the same source site.
+struct SiteSample {
+  StackId stack = 0;
+  PyStackId pystack = 0;
+  ApiId api = ApiId::Unknown;
+  Family family = Family::Device;
+  uint64_t bytes = 0;
+  uint64_t allocations = 0;
+};
+
+struct StepSample {
+  uint64_t step = 0;        // 1-based step number
+  uint64_t time_ns = 0;     // CLOCK_MONOTONIC at the boundary
+  std::vector<SiteSample> sites;  // only sites with live bytes > 0
+};
+
+struct ProcessInfo {
+  int64_t pid = 0;
+  std::vector<std::string> argv;
+  int64_t rank = -1;       // -1 = no rank
+  std::string hostname;
+  double start_time = 0;   // unix seconds
+  double end_time = 0;
+  std::string backend = "hooks";
+  std::string python;      // e.g. "3.12.1", empty when no Python
+};
+
+struct AnalysisInput {
+  std::string trigger = "exit";  // exit | signal | oom | api
+  ProcessInfo process;
+  std::vector<Module> modules;
+  StackStore stacks;
+  std::vector<LiveAlloc> live;             // live at exit (+ teardown leaks, flagged)
+  std::vector<OomRecord> ooms;
+  std::vector<InvalidFree> invalid_frees;
+  uint64_t peak_bytes = 0;
+  uint64_t events = 0;                     // alloc + free events incl. OOMs and invalid frees
+  double seconds_in_torchseal = 0;
+  bool torch_caching_allocator = false;    // live memory at exit is cached, not leaked
+  bool torch_process = false;              // PyTorch's CUDA library is loaded (any mode)
+  std::vector<StepSample> steps;           // one per step boundary, oldest first
+};
+
+}  // namespace torchseal

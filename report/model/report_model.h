@@ -1,0 +1,110 @@
+// The report as written to P.json (DESIGN.md section 5). It is the exchange
+// format between analyze(), the JSON/text writers and the JSON reader, so it
+// holds the report spelling (strings) rather than enums: a report read back
+// from disk round-trips exactly, whatever produced it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "report/model/analysis_input.h"
+
+namespace torchseal {
+
+struct NativeFrame {
+  std::string function;  // demangled; empty = unknown (JSON null)
+  std::string file;      // empty = no debug info (JSON null)
+  int line = 0;          // 0 = no debug info (JSON null)
+  std::string module;    // path of the loaded object; empty = unknown
+  uint64_t address = 0;  // raw return address as recorded
+};
+
+using PythonFrame = PyFrame;
+
+struct Overhead {
+  uint64_t events = 0;
+  double seconds_in_torchseal = 0;
+};
+
+struct Summary {
+  uint64_t leaked_bytes = 0;
+  uint64_t leaked_allocations = 0;
+  uint64_t leak_sites = 0;
+  uint64_t peak_bytes = 0;
+  uint64_t events = 0;
+  uint64_t suppressed_bytes = 0;
+  uint64_t cached_bytes = 0;
+  Overhead overhead;
+};
+
+struct LeakEntry {
+  std::string kind;         // family_name(): device | stream-ordered | managed | host-pinned | vmm
+  std::string api;
+  int device = -1;          // -1 = unknown (JSON null)
+  uint64_t bytes = 0;
+  uint64_t allocations = 0;
+  std::string detected_at = "exit";  // exit | context-teardown
+  std::vector<NativeFrame> frames;
+  std::vector<PythonFrame> python_frames;
+};
+
+struct GrowthEntry {
+  double bytes_per_step = 0;
+  int64_t growth_bytes = 0;
+  uint64_t steps = 0;
+  double r = 0;
+  std::string kind;
+  std::string api;
+  std::vector<NativeFrame> frames;
+  std::vector<PythonFrame> python_frames;
+};
+
+struct SiteTotal {
+  uint64_t bytes = 0;
+  uint64_t allocations = 0;
+  std::vector<NativeFrame> frames;
+  std::vector<PythonFrame> python_frames;
+};
+
+struct OomEntry {
+  std::string api;
+  uint64_t requested_bytes = 0;
+  int device = -1;
+  uint64_t live_bytes = 0;
+  std::vector<NativeFrame> frames;
+  std::vector<PythonFrame> python_frames;
+  std::vector<SiteTotal> top_sites;  // bytes descending
+};
+
+struct InvalidFreeEntry {
+  std::string api;
+  uint64_t address = 0;
+  std::vector<NativeFrame> frames;
+  std::vector<PythonFrame> python_frames;
+};
+
+// One row of the "Suppressions used" table: what a suppression pattern hid.
+// Written to P.json as the extra key `suppressions_used` when non-empty.
+struct SuppressionUse {
+  std::string pattern;
+  uint64_t allocations = 0;
+  uint64_t bytes = 0;
+};
+
+inline constexpr const char *kReportFormat = "torchseal-report";
+inline constexpr int kReportVersion = 1;
+
+struct Report {
+  int version = kReportVersion;
+  std::string trigger = "exit";  // exit | signal | oom | api
+  ProcessInfo process;
+  Summary summary;
+  std::vector<LeakEntry> leaks;  // bytes descending
+  std::vector<GrowthEntry> growth;
+  std::vector<OomEntry> ooms;
+  std::vector<InvalidFreeEntry> invalid_frees;
+  std::vector<SuppressionUse> suppressions_used;  // file order of first use
+};
+
+}  // namespace torchseal

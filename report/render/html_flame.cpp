@@ -1,0 +1,125 @@
+#include "report/render/html_flame.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <map>
+#include <memory>
+
+#include "report/render/html_escape.h"
+
+namespace torchseal {
+namespace {
+
+struct Node {
+  std::string label;  // function (merge key)
+  std::string where;  // file:line or module+offset of the first frame seen
+  uint64_t bytes = 0;
+  uint64_t allocations = 0;
+  std::vector<std::unique_ptr<Node>> children;  // insertion order
+  std::map<std::string, size_t> index;
+
+  Node &child(const std::string &key, const std::string &where_) {
+    auto it = index.find(key);
+    if (it != index.end()) return *children[it->second];
+    index.emplace(key, children.size());
+    children.push_back(std::make_unique<Node>());
+    children.back()->label = key;
+    children.back()->where = where_;
+    return *children.back();
+  }
+};
+
+std::string basename(const std::string &p) {
+  auto s = p.find_last_of('/');
+  return s == std::string::npos ? p : p.substr(s + 1);
+}
+
+void add_frame(std::vector<std::pair<std::string, std::string>> &path, const NativeFrame &f) {
+  std::string where = f.file.empty() ? basename(f.module) : f.file + ":" + std::to_string(f.line);
+  std::string label = f.function;
+  if (label.empty()) {
+    label = (f.module.empty() ? std::string("??") : basename(f.module)) +
+            html_format("@0x%" PRIx64, f.address);
+  }
+  path.emplace_back(label, where);
+}
+
+constexpr double kWidth = 1100, kRow = 18, kMinPx = 0.4;
+const char *const kPalette[] = {"#f2a65a", "#eec170", "#e4843d", "#f7c59f", "#e9b872", "#dd9955"};
+
+void draw(const Node &n, double x, double w, int depth, uint64_t total, std::string &out) {
+  double y = depth * kRow;
+  const char *fill = depth == 0 ? "#cfcfcf" : kPalette[(n.label.size() + depth) % 6];
+  double pct = total ? 100.0 * static_cast<double>(n.bytes) / static_cast<double>(total) : 0;
+  std::string title = n.label + (n.where.empty() ? "" : " (" + n.where + ")") + ": " +
+                      html_bytes(n.bytes) + html_format(", %.1f%%, ", pct) +
+                      std::to_string(n.allocations) + " allocation(s)";
+  out += html_format("<g><title>%s</title><rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" "
+                     "height=\"%.1f\" fill=\"%s\"/>",
+                     html_escape(title).c_str(), x, y, w, kRow - 1, fill);
+  size_t chars = static_cast<size_t>(w / 6.5);
+  if (chars >= 3) {
+    std::string text = n.label;
+    if (text.size() > chars) text = text.substr(0, chars - 2) + "..";
+    out += html_format("<text x=\"%.2f\" y=\"%.1f\">%s</text>", x + 3, y + kRow - 5,
+                       html_escape(text).c_str());
+  }
+  out += "</g>\n";
+  double cx = x;
+  for (const auto &c : n.children) {
+    double cw = n.bytes ? w * static_cast<double>(c->bytes) / static_cast<double>(n.bytes) : 0;
+    if (cw >= kMinPx) draw(*c, cx, cw, depth + 1, total, out);
+    cx += cw;
+  }
+}
+
+int depth_of(const Node &n) {
+  int d = 0;
+  for (const auto &c : n.children) d = std::max(d, depth_of(*c));
+  return d + 1;
+}
+
+}  // namespace
+
+std::string flame_html(const std::vector<LeakEntry> &leaks) {
+  if (leaks.empty()) return "<p class=\"note\">No leaks: nothing to draw.</p>\n";
+  Node root;
+  root.label = "all leaks";
+  for (const LeakEntry &l : leaks) {
+    // Outermost first: Python frames (outer), then native frames; both are
+    // stored innermost first.
+    std::vector<std::pair<std::string, std::string>> path;
+    for (auto it = l.python_frames.rbegin(); it != l.python_frames.rend(); ++it) {
+      path.emplace_back(it->function.empty() ? "??" : it->function,
+                        it->file + ":" + std::to_string(it->line));
+    }
+    for (auto it = l.frames.rbegin(); it != l.frames.rend(); ++it) add_frame(path, *it);
+    if (path.empty()) path.emplace_back("<no stack recorded>", "");
+    Node *n = &root;
+    n->bytes += l.bytes;
+    n->allocations += l.allocations;
+    for (const auto &[label, where] : path) {
+      n = &n->child(label, where);
+      n->bytes += l.bytes;
+      n->allocations += l.allocations;
+    }
+  }
+  // Widest children first, like the leak table.
+  std::vector<Node *> stack{&root};
+  while (!stack.empty()) {
+    Node *n = stack.back();
+    stack.pop_back();
+    std::stable_sort(n->children.begin(), n->children.end(),
+                     [](const auto &a, const auto &b) { return a->bytes > b->bytes; });
+    for (auto &c : n->children) stack.push_back(c.get());
+  }
+  int depth = depth_of(root);
+  std::string out = html_format("<svg class=\"flame\" viewBox=\"0 0 %.0f %.0f\" role=\"img\" "
+                                "aria-label=\"flame graph of leaked bytes\">\n",
+                                kWidth, depth * kRow);
+  draw(root, 0, kWidth, 0, root.bytes, out);
+  out += "</svg>\n";
+  return out;
+}
+
+}  // namespace torchseal

@@ -1,0 +1,206 @@
+#include "report/render/html_report.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cmath>
+
+#include "report/render/html_escape.h"
+#include "report/render/html_flame.h"
+#include "report/analysis/site_match.h"
+
+namespace torchseal {
+namespace {
+
+const char kStyle[] = R"css(
+body{font:14px/1.4 system-ui,sans-serif;margin:20px;color:#222;max-width:1200px}
+h1{font-size:20px;margin:0 0 4px}h2{font-size:17px;margin:24px 0 8px;border-bottom:1px solid #ddd}
+code,.mono{font-family:ui-monospace,monospace;font-size:12px}
+table{border-collapse:collapse;width:100%}th,td{border-bottom:1px solid #eee;padding:3px 6px;
+text-align:left;vertical-align:top}th{background:#f6f6f6}td.num{text-align:right;white-space:nowrap}
+.summary{width:auto}.summary td{border:none;padding:1px 12px 1px 0}.note{color:#666;font-style:italic}
+details summary{cursor:pointer;color:#0645ad}ol.stack{margin:4px 0;padding-left:28px}
+ol.stack li{font-family:ui-monospace,monospace;font-size:12px}.py{color:#2a6f2a}
+svg.timeline,svg.flame{width:100%;height:auto;display:block}
+svg.timeline .series{fill:none;stroke-width:1.5}svg .grid{stroke:#eee}
+svg .axis{font-size:11px;fill:#555}
+svg .m-step{stroke:#bbb;stroke-dasharray:2 3}svg .m-oom{stroke:#d00;stroke-width:2}
+svg .m-mark{stroke:#36c}svg .m-teardown{stroke:#f80;stroke-width:2}
+svg.flame text{font-size:11px;font-family:ui-monospace,monospace;pointer-events:none}
+svg.flame rect{stroke:#fff;stroke-width:.5}svg.flame g:hover rect{stroke:#000}
+.legend .key{margin-right:14px;font-size:12px;white-space:nowrap}
+.legend i{display:inline-block;width:14px;height:4px;margin-right:4px;vertical-align:middle}
+.k-step{background:#bbb}.k-oom{background:#d00}.k-mark{background:#36c}.k-teardown{background:#f80}
+svg.spark{width:120px;height:28px;vertical-align:middle}svg.spark polyline{fill:none;stroke:#d62728;stroke-width:1.5}
+)css";
+
+std::string esc(const std::string &s) { return html_escape(s); }
+std::string u64(uint64_t v) { return std::to_string(v); }
+std::string device_str(int d) { return d < 0 ? std::string("?") : std::to_string(d); }
+
+std::string user_frame_cell(const std::vector<NativeFrame> &frames,
+                            const std::vector<PythonFrame> &py) {
+  UserFrame u = user_frame(frames, py);
+  if (u.function.empty() && u.file.empty()) {
+    if (!frames.empty()) return html_format("<code>0x%" PRIx64 "</code>", frames[0].address);
+    return "<span class=\"note\">no stack</span>";
+  }
+  std::string s = "<code>" + esc(u.function.empty() ? "??" : u.function) + "</code>";
+  if (!u.file.empty()) {
+    s += " <span class=\"mono\">" + esc(u.file) + (u.line > 0 ? ":" + std::to_string(u.line) : "") +
+         "</span>";
+  }
+  return s;
+}
+
+// Python frames first (the user's code), then the native stack.
+std::string stack_details(const std::vector<NativeFrame> &frames,
+                          const std::vector<PythonFrame> &py) {
+  if (frames.empty() && py.empty()) return "<span class=\"note\">no stack recorded</span>";
+  std::string s = html_format("<details><summary>%zu frame(s)</summary><ol class=\"stack\" start=\"0\">",
+                              frames.size() + py.size());
+  for (const PythonFrame &f : py) {
+    s += "<li class=\"py\">" + esc(f.function.empty() ? "??" : f.function) + " " +
+         esc(f.file.empty() ? "??" : f.file) + ":" + std::to_string(f.line) + " [py]</li>";
+  }
+  for (const NativeFrame &f : frames) {
+    s += html_format("<li>0x%" PRIx64 " ", f.address) + esc(f.function.empty() ? "??" : f.function);
+    if (!f.file.empty()) s += " " + esc(f.file) + (f.line > 0 ? ":" + std::to_string(f.line) : "");
+    s += " (" + esc(f.module.empty() ? "<unknown module>" : f.module) + ")</li>";
+  }
+  return s + "</ol></details>";
+}
+
+std::string header(const HtmlReportInput &in) {
+  const Report &r = *in.report;
+  const ProcessInfo &p = r.process;
+  std::string argv;
+  for (const std::string &a : p.argv) argv += (argv.empty() ? "" : " ") + a;
+  const Summary &s = r.summary;
+  std::string h = "<h1>torchseal report: " + esc(argv.empty() ? "(unknown program)" : argv) +
+                  "</h1>\n<table class=\"summary\">\n";
+  auto row = [&h](const char *k, const std::string &v) {
+    h += std::string("<tr><td>") + k + "</td><td>" + v + "</td></tr>\n";
+  };
+  row("source", "<code>" + esc(in.source) + "</code>");
+  row("pid", u64(static_cast<uint64_t>(p.pid)) +
+                 (p.hostname.empty() ? "" : " on " + esc(p.hostname)) +
+                 (p.rank >= 0 ? ", rank " + std::to_string(p.rank) : ""));
+  row("backend", esc(p.backend) + (p.python.empty() ? "" : ", Python " + esc(p.python)));
+  row("trigger", esc(r.trigger));
+  row("leaked", "<b>" + html_bytes(s.leaked_bytes) + "</b> (" + u64(s.leaked_bytes) + " bytes) in " +
+                    u64(s.leaked_allocations) + " allocation(s) at " + u64(s.leak_sites) +
+                    " site(s)");
+  row("peak live", html_bytes(s.peak_bytes));
+  row("events", u64(s.events));
+  if (s.suppressed_bytes) row("suppressed", html_bytes(s.suppressed_bytes));
+  if (s.cached_bytes) row("cached (not leaked)", html_bytes(s.cached_bytes));
+  row("growth sites / OOMs / invalid frees", u64(r.growth.size()) + " / " + u64(r.ooms.size()) +
+                                                 " / " + u64(r.invalid_frees.size()));
+  return h + "</table>\n";
+}
+
+std::string leaks_table(const Report &r) {
+  if (r.leaks.empty()) return "<p class=\"note\">No leaks detected.</p>\n";
+  std::vector<const LeakEntry *> v;
+  for (const LeakEntry &l : r.leaks) v.push_back(&l);
+  std::stable_sort(v.begin(), v.end(),
+                   [](const LeakEntry *a, const LeakEntry *b) { return a->bytes > b->bytes; });
+  std::string h =
+      "<table class=\"leaks\"><tr><th>kind</th><th>api</th><th>device</th><th>bytes</th>"
+      "<th>allocations</th><th>detected at</th><th>user frame</th><th>stack</th></tr>\n";
+  for (const LeakEntry *l : v) {
+    h += "<tr><td>" + esc(l->kind) + "</td><td><code>" + esc(l->api) + "</code></td><td>" +
+         device_str(l->device) + "</td><td class=\"num\" title=\"" + u64(l->bytes) + " bytes\">" +
+         html_bytes(l->bytes) + "</td><td class=\"num\">" + u64(l->allocations) + "</td><td>" +
+         esc(l->detected_at) + "</td><td>" + user_frame_cell(l->frames, l->python_frames) +
+         "</td><td>" + stack_details(l->frames, l->python_frames) + "</td></tr>\n";
+  }
+  return h + "</table>\n";
+}
+
+// The growth entry holds only the fit: draw bytes_per_step * step.
+std::string sparkline(const GrowthEntry &g) {
+  const double w = 120, h = 28;
+  double steps = std::max<double>(1, static_cast<double>(g.steps));
+  double end = g.bytes_per_step * steps;
+  double top = std::max(std::fabs(end), 1.0);
+  auto y = [&](double v) { return h - 2 - (v / top) * (h - 4) * (end >= 0 ? 1 : -1); };
+  double y0 = end >= 0 ? y(0) : 2, y1 = end >= 0 ? y(end) : h - 2;
+  return html_format("<svg class=\"spark\" viewBox=\"0 0 %.0f %.0f\"><title>fitted: %.0f "
+                     "bytes/step over %.0f steps</title><polyline points=\"0,%.1f %.0f,%.1f\"/>"
+                     "</svg>",
+                     w, h, g.bytes_per_step, steps, y0, w, y1);
+}
+
+std::string growth_table(const Report &r) {
+  if (r.growth.empty()) return "<p class=\"note\">No growing sites.</p>\n";
+  std::string h =
+      "<table class=\"growth\"><tr><th>trend (fitted)</th><th>bytes/step</th><th>growth</th>"
+      "<th>steps</th><th>r</th><th>kind</th><th>api</th><th>user frame</th><th>stack</th></tr>\n";
+  for (const GrowthEntry &g : r.growth) {
+    h += "<tr><td>" + sparkline(g) + "</td><td class=\"num\">" +
+         html_format("%.0f", g.bytes_per_step) + "</td><td class=\"num\">" +
+         (g.growth_bytes < 0 ? "-" + html_bytes(static_cast<uint64_t>(-g.growth_bytes))
+                             : html_bytes(static_cast<uint64_t>(g.growth_bytes))) +
+         "</td><td class=\"num\">" + u64(g.steps) + "</td><td class=\"num\">" +
+         html_format("%.3f", g.r) + "</td><td>" + esc(g.kind) + "</td><td><code>" + esc(g.api) +
+         "</code></td><td>" + user_frame_cell(g.frames, g.python_frames) + "</td><td>" +
+         stack_details(g.frames, g.python_frames) + "</td></tr>\n";
+  }
+  return h + "</table>\n<p class=\"note\">Sparklines draw the fitted line "
+             "(bytes/step &times; step), not measured samples.</p>\n";
+}
+
+std::string errors_tables(const Report &r) {
+  std::string h;
+  if (!r.ooms.empty()) {
+    h += "<h2>Out-of-memory failures</h2>\n<table><tr><th>api</th><th>device</th><th>requested"
+         "</th><th>live</th><th>where</th><th>stack</th></tr>\n";
+    for (const OomEntry &o : r.ooms) {
+      h += "<tr><td><code>" + esc(o.api) + "</code></td><td>" + device_str(o.device) +
+           "</td><td class=\"num\">" + html_bytes(o.requested_bytes) + "</td><td class=\"num\">" +
+           html_bytes(o.live_bytes) + "</td><td>" + user_frame_cell(o.frames, o.python_frames) +
+           "</td><td>" + stack_details(o.frames, o.python_frames) + "</td></tr>\n";
+    }
+    h += "</table>\n";
+  }
+  if (!r.invalid_frees.empty()) {
+    h += "<h2>Invalid frees</h2>\n<table><tr><th>api</th><th>address</th><th>where</th>"
+         "<th>stack</th></tr>\n";
+    for (const InvalidFreeEntry &f : r.invalid_frees) {
+      h += "<tr><td><code>" + esc(f.api) + "</code></td><td><code>" +
+           html_format("0x%" PRIx64, f.address) + "</code></td><td>" +
+           user_frame_cell(f.frames, f.python_frames) + "</td><td>" +
+           stack_details(f.frames, f.python_frames) + "</td></tr>\n";
+    }
+    h += "</table>\n";
+  }
+  return h;
+}
+
+}  // namespace
+
+std::string render_html_report(const HtmlReportInput &in) {
+  const Report &r = *in.report;
+  std::string h =
+      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+      "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+      "style-src 'unsafe-inline'\">\n<title>torchseal report, pid " +
+      u64(static_cast<uint64_t>(r.process.pid)) + "</title>\n<style>" + kStyle +
+      "</style></head><body>\n";
+  h += header(in);
+  h += "<h2>Live bytes over time</h2>\n";
+  if (in.timeline) {
+    h += timeline_html(*in.timeline);
+  } else {
+    h += "<p class=\"note\" id=\"no-timeline\">" + esc(in.no_timeline) + "</p>\n";
+  }
+  h += "<h2>Leaks (" + u64(r.leaks.size()) + ")</h2>\n" + leaks_table(r);
+  h += "<h2>Leaked bytes by stack (flame graph, root on top)</h2>\n" + flame_html(r.leaks);
+  h += "<h2>Growing sites (" + u64(r.growth.size()) + ")</h2>\n" + growth_table(r);
+  h += errors_tables(r);
+  h += "</body></html>\n";
+  return h;
+}
+
+}  // namespace torchseal

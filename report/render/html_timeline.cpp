@@ -1,0 +1,296 @@
+#include "report/render/html_timeline.h"
+
+#include <algorithm>
+#include <map>
+#include <unordered_map>
+#include <utility>
+
+#include "report/input/history_reader.h"
+#include "report/render/html_escape.h"
+
+namespace torchseal {
+namespace {
+
+struct Live {
+  uint64_t size = 0;
+  uint32_t context = 0;
+  int16_t device = -1;
+  Family family = Family::Device;
+};
+
+using SeriesKey = std::pair<int16_t, Family>;
+
+class TimelineSink : public HistorySink {
+ public:
+  TimelineSink(Timeline &t, size_t max_points) : t_(t), max_(std::max<size_t>(max_points, 2)) {}
+
+  void on_event(const Event &e) override {
+    ++t_.events;
+    if (!started_) {
+      t_.t0 = e.time_ns;
+      started_ = true;
+    }
+    t_.t_end = std::max(t_.t_end, e.time_ns);
+    switch (e.op) {
+      case Op::Alloc: alloc(e); break;
+      case Op::Free: {
+        auto &tab = table(e.family);
+        auto it = tab.find(e.addr);
+        if (it != tab.end()) {
+          release(it->second, e.time_ns);
+          tab.erase(it);
+        }
+        break;
+      }
+      case Op::Teardown:
+        marker(e, e.device < 0 ? 0 : static_cast<uint64_t>(e.device));
+        teardown(e);
+        break;
+      case Op::Step: marker(e, e.size & ~kWindowStepBit); break;
+      case Op::OomFail:
+      case Op::Mark: marker(e, e.size); break;
+      default: break;  // VMM map/unmap/reserve: address space, not memory
+    }
+  }
+
+  void finish() {
+    for (auto &[key, s] : series_) {
+      TimelineSeries out = std::move(s);
+      out.device = key.first;
+      out.kind = std::string(family_name(key.second));
+      t_.series.push_back(std::move(out));
+    }
+    for (auto &[op, v] : markers_) t_.markers.insert(t_.markers.end(), v.begin(), v.end());
+  }
+
+ private:
+  using Table = std::unordered_map<uint64_t, Live>;
+  Table &table(Family f) { return f == Family::Vmm ? vmm_ : ptrs_; }
+
+  // Bucket of time `ns`, coarsening first if it would be out of range.
+  uint64_t bucket(uint64_t ns) {
+    uint64_t rel = ns >= t_.t0 ? ns - t_.t0 : 0;
+    while (rel / t_.bucket_ns >= max_) coarsen();
+    return rel / t_.bucket_ns;
+  }
+
+  void coarsen() {
+    t_.bucket_ns *= 2;
+    for (auto &kv : series_) {
+      auto &pts = kv.second.points;
+      size_t w = 0;
+      for (size_t i = 0; i < pts.size(); ++i) {
+        TimelinePoint p = pts[i];
+        p.bucket /= 2;
+        if (w > 0 && pts[w - 1].bucket == p.bucket) {
+          pts[w - 1].max = std::max(pts[w - 1].max, p.max);
+          pts[w - 1].last = p.last;
+        } else {
+          pts[w++] = p;
+        }
+      }
+      pts.resize(w);
+    }
+    for (auto &kv : markers_) {
+      auto &ms = kv.second;
+      size_t w = 0;
+      for (size_t i = 0; i < ms.size(); ++i) {
+        TimelineMarker m = ms[i];
+        m.bucket /= 2;
+        if (w > 0 && ms[w - 1].bucket == m.bucket) {
+          ms[w - 1].count += m.count;
+          ms[w - 1].value = m.value;
+        } else {
+          ms[w++] = m;
+        }
+      }
+      ms.resize(w);
+    }
+  }
+
+  void record(int16_t device, Family f, uint64_t value, uint64_t ns) {
+    uint64_t b = bucket(ns);
+    TimelineSeries &s = series_[{device, f}];
+    s.peak = std::max(s.peak, value);
+    if (s.points.empty() || s.points.back().bucket != b) {
+      s.points.push_back({b, value, value});
+    } else {
+      s.points.back().max = std::max(s.points.back().max, value);
+      s.points.back().last = value;
+    }
+  }
+
+  void marker(const Event &e, uint64_t value) {
+    uint64_t b = bucket(e.time_ns);
+    auto &ms = markers_[e.op];
+    if (!ms.empty() && ms.back().bucket == b) {
+      ++ms.back().count;
+      ms.back().value = value;
+    } else {
+      ms.push_back({b, e.op, 1, value});
+    }
+  }
+
+  void alloc(const Event &e) {
+    auto &tab = table(e.family);
+    auto it = tab.find(e.addr);
+    if (it != tab.end()) {  // reused without a recorded free: replace, like the recorder
+      release(it->second, e.time_ns);
+      tab.erase(it);
+    }
+    uint64_t &v = live_[{e.device, e.family}];
+    v += e.size;
+    record(e.device, e.family, v, e.time_ns);
+    tab.emplace(e.addr, Live{e.size, e.context, e.device, e.family});
+  }
+
+  void release(const Live &l, uint64_t ns) {
+    uint64_t &v = live_[{l.device, l.family}];
+    v = v >= l.size ? v - l.size : 0;
+    record(l.device, l.family, v, ns);
+  }
+
+  void teardown(const Event &e) {
+    // Same rule as the recorder: the context's allocations, else the device's.
+    for (Table *tab : {&ptrs_, &vmm_}) {
+      for (auto it = tab->begin(); it != tab->end();) {
+        const Live &l = it->second;
+        if (e.context ? l.context == e.context : (e.device < 0 || l.device == e.device)) {
+          release(l, e.time_ns);
+          it = tab->erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+  }
+
+  Timeline &t_;
+  size_t max_;
+  bool started_ = false;
+  Table ptrs_, vmm_;
+  std::map<SeriesKey, uint64_t> live_;
+  std::map<SeriesKey, TimelineSeries> series_;
+  std::map<Op, std::vector<TimelineMarker>> markers_;
+};
+
+constexpr double kW = 1100, kH = 260, kLeft = 80, kTop = 10, kBottom = 30;
+const char *const kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e",
+                               "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f"};
+
+std::string device_label(int d) { return d < 0 ? "host" : "cuda:" + std::to_string(d); }
+
+std::string seconds(double s) {
+  if (s == 0) return "0 s";
+  if (s < 1e-3) return html_format("%.1f us", s * 1e6);
+  if (s < 1) return html_format("%.2f ms", s * 1e3);
+  return html_format(s < 10 ? "%.3f s" : "%.1f s", s);
+}
+
+}  // namespace
+
+bool build_timeline(const std::string &history_path, Timeline &out, std::string &error,
+                    std::vector<std::string> &warnings, size_t max_points) {
+  out = Timeline{};
+  TimelineSink sink(out, max_points);
+  if (!read_history(history_path, sink, error, warnings)) return false;
+  sink.finish();
+  return true;
+}
+
+std::string timeline_html(const Timeline &t) {
+  std::string h;
+  if (t.series.empty()) {
+    return "<p class=\"note\">The history records no allocations: no timeline to draw.</p>\n";
+  }
+  const double nb = static_cast<double>(t.buckets());
+  const double span_s = static_cast<double>(t.t_end - t.t0) / 1e9;
+  const double plot_w = kW - kLeft - 10, plot_h = kH - kTop - kBottom;
+  uint64_t peak = 1;
+  for (const auto &s : t.series) peak = std::max(peak, s.peak);
+  auto x_of = [&](double bucket) { return kLeft + bucket / nb * plot_w; };
+  auto y_of = [&](uint64_t v) {
+    return kTop + plot_h - static_cast<double>(v) / static_cast<double>(peak) * plot_h;
+  };
+
+  h += html_format("<svg class=\"timeline\" viewBox=\"0 0 %.0f %.0f\" role=\"img\" "
+                   "aria-label=\"live bytes over time\">\n",
+                   kW, kH);
+  // Axes and grid: 4 horizontal lines, 5 time ticks.
+  for (int i = 0; i <= 4; ++i) {
+    uint64_t v = peak / 4 * static_cast<uint64_t>(i);
+    double y = y_of(v);
+    h += html_format("<line class=\"grid\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>"
+                     "<text class=\"axis\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
+                     kLeft, y, kLeft + plot_w, y, kLeft - 4, y + 4, html_bytes(v).c_str());
+  }
+  for (int i = 0; i <= 5; ++i) {
+    double x = kLeft + plot_w * i / 5;
+    h += html_format("<text class=\"axis\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n",
+                     x, kH - 10, seconds(span_s * i / 5).c_str());
+  }
+  // Markers under the lines.
+  for (const TimelineMarker &m : t.markers) {
+    double x = x_of(static_cast<double>(m.bucket) + 0.5);
+    const char *cls = "step";
+    std::string title;
+    std::string n = m.count > 1 ? html_format(" (%llu in this interval)",
+                                               static_cast<unsigned long long>(m.count))
+                                : std::string();
+    switch (m.op) {
+      case Op::Step: title = "step " + std::to_string(m.value) + n; break;
+      case Op::OomFail:
+        cls = "oom";
+        title = "OOM: " + html_bytes(m.value) + " requested" + n;
+        break;
+      case Op::Mark:
+        cls = "mark";
+        title = "mark " + std::to_string(m.value) + n;
+        break;
+      default:
+        cls = "teardown";
+        title = "context teardown, device " + std::to_string(m.value) + n;
+        break;
+    }
+    h += html_format("<line class=\"m-%s\" x1=\"%.1f\" y1=\"%.0f\" x2=\"%.1f\" y2=\"%.0f\">"
+                     "<title>%s at %s</title></line>\n",
+                     cls, x, kTop, x, kTop + plot_h, html_escape(title).c_str(),
+                     seconds(static_cast<double>(m.bucket) * static_cast<double>(t.bucket_ns) /
+                             1e9)
+                         .c_str());
+  }
+  // One step line per series: rise to the bucket's max, end at its last value.
+  std::string legend;
+  for (size_t i = 0; i < t.series.size(); ++i) {
+    const TimelineSeries &s = t.series[i];
+    const char *color = kColors[i % (sizeof kColors / sizeof kColors[0])];
+    std::string name = device_label(s.device) + " " + s.kind;
+    std::string pts = html_format("%.1f,%.1f", kLeft, y_of(0));
+    uint64_t prev = 0;
+    for (const TimelinePoint &p : s.points) {
+      double x0 = x_of(static_cast<double>(p.bucket)), x1 = x_of(static_cast<double>(p.bucket) + 1);
+      pts += html_format(" %.1f,%.1f %.1f,%.1f %.1f,%.1f", x0, y_of(prev), x0, y_of(p.max), x1,
+                         y_of(p.last));
+      prev = p.last;
+    }
+    pts += html_format(" %.1f,%.1f", kLeft + plot_w, y_of(prev));
+    h += html_format("<polyline class=\"series\" stroke=\"%s\" points=\"%s\">"
+                     "<title>%s: peak %s</title></polyline>\n",
+                     color, pts.c_str(), html_escape(name).c_str(), html_bytes(s.peak).c_str());
+    legend += html_format("<span class=\"key\"><i style=\"background:%s\"></i>%s (peak %s)</span>\n",
+                          color, html_escape(name).c_str(), html_bytes(s.peak).c_str());
+  }
+  h += "</svg>\n<div class=\"legend\">" + legend +
+       "<span class=\"key\"><i class=\"k-step\"></i>step</span>"
+       "<span class=\"key\"><i class=\"k-oom\"></i>OOM</span>"
+       "<span class=\"key\"><i class=\"k-mark\"></i>mark</span>"
+       "<span class=\"key\"><i class=\"k-teardown\"></i>teardown</span></div>\n";
+  h += html_format("<p class=\"note\">%llu events over %s, %.0f buckets of %s each (max per "
+                   "bucket shown).</p>\n",
+                   static_cast<unsigned long long>(t.events), seconds(span_s).c_str(), nb,
+                   t.bucket_ns >= 1000000 ? html_format("%.3g ms", t.bucket_ns / 1e6).c_str()
+                                          : html_format("%.3g us", t.bucket_ns / 1e3).c_str());
+  return h;
+}
+
+}  // namespace torchseal

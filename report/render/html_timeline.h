@@ -1,0 +1,52 @@
+// Live-bytes timeline for the HTML report: one streaming pass over a .tseal
+// history, live bytes tracked per (device, kind), down-sampled to at most
+// `max_points` time buckets per series (the bucket width doubles whenever
+// the trace outgrows them; each bucket keeps the max and the last value).
+// Steps, OOMs, marks and teardowns become markers, bucketed the same way.
+// Memory is bounded by the live allocations plus O(max_points) per series.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "report/model/event.h"
+
+namespace torchseal {
+
+struct TimelinePoint {
+  uint64_t bucket = 0;
+  uint64_t max = 0;   // highest live bytes seen in the bucket
+  uint64_t last = 0;  // live bytes at the end of the bucket
+};
+
+struct TimelineSeries {
+  int device = -1;
+  std::string kind;  // family_name()
+  uint64_t peak = 0;
+  std::vector<TimelinePoint> points;  // bucket ascending
+};
+
+struct TimelineMarker {
+  uint64_t bucket = 0;
+  Op op = Op::Step;     // Step, OomFail, Mark or Teardown
+  uint64_t count = 0;   // events of this op merged into the bucket
+  uint64_t value = 0;   // last step number / mark label id / OOM request size
+};
+
+struct Timeline {
+  uint64_t t0 = 0, t_end = 0;  // CLOCK_MONOTONIC ns of the first and last event
+  uint64_t bucket_ns = 1024;
+  uint64_t events = 0;
+  std::vector<TimelineSeries> series;   // by (device, kind)
+  std::vector<TimelineMarker> markers;  // by op, then bucket
+  uint64_t buckets() const { return t_end >= t0 ? (t_end - t0) / bucket_ns + 1 : 1; }
+};
+
+bool build_timeline(const std::string &history_path, Timeline &out, std::string &error,
+                    std::vector<std::string> &warnings, size_t max_points = 2000);
+
+// Inline SVG (plus legend) for the page.
+std::string timeline_html(const Timeline &t);
+
+}  // namespace torchseal

@@ -1,0 +1,542 @@
+#include "report/render/report_json.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cinttypes>
+#include <cmath>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+namespace torchseal {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+std::string hex(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%" PRIx64, v);
+  return buf;
+}
+
+// JSON has no NaN or infinity; a damaged timer must not make the report unreadable.
+double finite(double v) { return std::isfinite(v) ? v : 0.0; }
+
+ojson str_or_null(const std::string &s) { return s.empty() ? ojson(nullptr) : ojson(s); }
+ojson device_json(int d) { return d < 0 ? ojson(nullptr) : ojson(d); }
+
+ojson native_json(const std::vector<NativeFrame> &frames) {
+  ojson a = ojson::array();
+  for (const NativeFrame &f : frames) {
+    ojson j;
+    j["function"] = str_or_null(f.function);
+    j["file"] = str_or_null(f.file);
+    j["line"] = f.line > 0 ? ojson(f.line) : ojson(nullptr);
+    j["module"] = str_or_null(f.module);
+    j["address"] = hex(f.address);
+    a.push_back(std::move(j));
+  }
+  return a;
+}
+
+ojson python_json(const std::vector<PythonFrame> &frames) {
+  ojson a = ojson::array();
+  for (const PythonFrame &f : frames) {
+    ojson j;
+    j["function"] = f.function;
+    j["file"] = f.file;
+    j["line"] = f.line;
+    a.push_back(std::move(j));
+  }
+  return a;
+}
+
+// ---- reading ----
+
+// One-line, path-qualified validation error.
+struct BadReport {
+  std::string msg;
+};
+
+using json = nlohmann::json;
+
+[[noreturn]] void fail(const std::string &path, const std::string &what) {
+  throw BadReport{(path.empty() ? std::string("report") : path) + ": " + what};
+}
+
+const json &member(const json &obj, const std::string &path, const char *key) {
+  if (!obj.is_object()) fail(path, "expected an object");
+  auto it = obj.find(key);
+  if (it == obj.end()) fail(path.empty() ? key : path + "." + key, "missing");
+  return *it;
+}
+
+std::string join(const std::string &path, const char *key) {
+  return path.empty() ? key : path + "." + key;
+}
+
+uint64_t get_u64(const json &obj, const std::string &path, const char *key) {
+  const json &v = member(obj, path, key);
+  if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0)) {
+    fail(join(path, key), "expected an unsigned integer");
+  }
+  return v.get<uint64_t>();
+}
+
+int64_t get_i64(const json &obj, const std::string &path, const char *key) {
+  const json &v = member(obj, path, key);
+  if (!v.is_number_integer()) fail(join(path, key), "expected an integer");
+  if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX)) {
+    fail(join(path, key), "integer out of range");
+  }
+  return v.get<int64_t>();
+}
+
+double get_num(const json &obj, const std::string &path, const char *key) {
+  const json &v = member(obj, path, key);
+  if (!v.is_number()) fail(join(path, key), "expected a number");
+  return v.get<double>();
+}
+
+std::string get_str(const json &obj, const std::string &path, const char *key) {
+  const json &v = member(obj, path, key);
+  if (!v.is_string()) fail(join(path, key), "expected a string");
+  return v.get<std::string>();
+}
+
+std::string get_str_or_null(const json &obj, const std::string &path, const char *key) {
+  const json &v = member(obj, path, key);
+  if (v.is_null()) return {};
+  if (!v.is_string()) fail(join(path, key), "expected a string or null");
+  return v.get<std::string>();
+}
+
+// Optional integer: JSON null reads as `null_value`.
+int64_t get_int_or_null(const json &obj, const std::string &path, const char *key,
+                        int64_t null_value) {
+  const json &v = member(obj, path, key);
+  if (v.is_null()) return null_value;
+  return get_i64(obj, path, key);
+}
+
+int get_int32_or_null(const json &obj, const std::string &path, const char *key, int null_value) {
+  int64_t v = get_int_or_null(obj, path, key, null_value);
+  if (v < INT32_MIN || v > INT32_MAX) fail(join(path, key), "integer out of range");
+  return static_cast<int>(v);
+}
+
+const json &get_array(const json &obj, const std::string &path, const char *key) {
+  const json &v = member(obj, path, key);
+  if (!v.is_array()) fail(join(path, key), "expected an array");
+  return v;
+}
+
+std::string elem(const std::string &path, const char *key, size_t i) {
+  return join(path, key) + "[" + std::to_string(i) + "]";
+}
+
+uint64_t parse_hex(const std::string &s, const std::string &path) {
+  if (s.size() < 3 || s.size() > 18 || s[0] != '0' || (s[1] != 'x' && s[1] != 'X')) {
+    fail(path, "expected a hex address like \"0x1234\"");
+  }
+  uint64_t v = 0;
+  for (size_t i = 2; i < s.size(); ++i) {
+    char c = s[i];
+    int d = (c >= '0' && c <= '9') ? c - '0'
+            : (c >= 'a' && c <= 'f') ? c - 'a' + 10
+            : (c >= 'A' && c <= 'F') ? c - 'A' + 10
+                                     : -1;
+    if (d < 0) fail(path, "expected a hex address like \"0x1234\"");
+    v = (v << 4) | uint64_t(d);
+  }
+  return v;
+}
+
+std::vector<NativeFrame> read_native(const json &obj, const std::string &path, const char *key) {
+  const json &a = get_array(obj, path, key);
+  std::vector<NativeFrame> out;
+  out.reserve(a.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    std::string p = elem(path, key, i);
+    NativeFrame f;
+    f.function = get_str_or_null(a[i], p, "function");
+    f.file = get_str_or_null(a[i], p, "file");
+    f.line = get_int32_or_null(a[i], p, "line", 0);
+    f.module = get_str_or_null(a[i], p, "module");
+    f.address = parse_hex(get_str(a[i], p, "address"), join(p, "address"));
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+std::vector<PythonFrame> read_python(const json &obj, const std::string &path, const char *key) {
+  const json &a = get_array(obj, path, key);
+  std::vector<PythonFrame> out;
+  out.reserve(a.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    std::string p = elem(path, key, i);
+    PythonFrame f;
+    f.function = get_str_or_null(a[i], p, "function");
+    f.file = get_str_or_null(a[i], p, "file");
+    f.line = get_int32_or_null(a[i], p, "line", 0);
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+void check_one_of(const std::string &v, const std::string &path,
+                  std::initializer_list<const char *> allowed) {
+  for (const char *a : allowed) {
+    if (v == a) return;
+  }
+  std::string list;
+  for (const char *a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+  fail(path, "unknown value \"" + v + "\" (expected one of " + list + ")");
+}
+
+// The parser is not recursive, but rejecting absurd nesting up front keeps
+// every later step (and any future recursive consumer) bounded.
+bool nesting_ok(std::string_view text, size_t max_depth) {
+  size_t depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') in_string = true;
+    else if (c == '[' || c == '{') {
+      if (++depth > max_depth) return false;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return true;
+}
+
+std::string one_line(std::string s) {
+  for (char &c : s) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  return s;
+}
+
+void read_report(const json &j, Report &r) {
+  if (!j.is_object()) throw BadReport{"not a torchseal report (top level is not a JSON object)"};
+  auto fmt = j.find("format");
+  if (fmt == j.end() || !fmt->is_string() || fmt->get<std::string>() != kReportFormat) {
+    throw BadReport{"not a torchseal report (\"format\" is not \"torchseal-report\")"};
+  }
+  auto ver = j.find("version");
+  if (ver == j.end() || !ver->is_number_integer()) {
+    throw BadReport{"report has no integer \"version\""};
+  }
+  if (ver->get<int64_t>() != kReportVersion) {
+    throw BadReport{"unsupported report version " + ver->dump() + " (this torchseal reads version " +
+                    std::to_string(kReportVersion) + ")"};
+  }
+  r.version = kReportVersion;
+  r.trigger = get_str(j, "", "trigger");
+  check_one_of(r.trigger, "trigger", {"exit", "signal", "oom", "api"});
+
+  const json &p = member(j, "", "process");
+  r.process.pid = get_i64(p, "process", "pid");
+  for (size_t i = 0; const json &a : get_array(p, "process", "argv")) {
+    if (!a.is_string()) fail(elem("process", "argv", i), "expected a string");
+    r.process.argv.push_back(a.get<std::string>());
+    ++i;
+  }
+  r.process.rank = get_int_or_null(p, "process", "rank", -1);
+  r.process.hostname = get_str_or_null(p, "process", "hostname");
+  r.process.start_time = get_num(p, "process", "start_time");
+  r.process.end_time = get_num(p, "process", "end_time");
+  r.process.backend = get_str_or_null(p, "process", "backend");
+  r.process.python = get_str_or_null(p, "process", "python");
+
+  const json &s = member(j, "", "summary");
+  Summary &m = r.summary;
+  m.leaked_bytes = get_u64(s, "summary", "leaked_bytes");
+  m.leaked_allocations = get_u64(s, "summary", "leaked_allocations");
+  m.leak_sites = get_u64(s, "summary", "leak_sites");
+  m.peak_bytes = get_u64(s, "summary", "peak_bytes");
+  m.events = get_u64(s, "summary", "events");
+  m.suppressed_bytes = get_u64(s, "summary", "suppressed_bytes");
+  m.cached_bytes = get_u64(s, "summary", "cached_bytes");
+  const json &o = member(s, "summary", "overhead");
+  m.overhead.events = get_u64(o, "summary.overhead", "events");
+  m.overhead.seconds_in_torchseal = get_num(o, "summary.overhead", "seconds_in_torchseal");
+
+  const json &leaks = get_array(j, "", "leaks");
+  for (size_t i = 0; i < leaks.size(); ++i) {
+    std::string pth = elem("", "leaks", i);
+    const json &e = leaks[i];
+    LeakEntry l;
+    l.kind = get_str(e, pth, "kind");
+    check_one_of(l.kind, join(pth, "kind"),
+                 {"device", "stream-ordered", "managed", "host-pinned", "vmm"});
+    l.api = get_str(e, pth, "api");
+    l.device = get_int32_or_null(e, pth, "device", -1);
+    l.bytes = get_u64(e, pth, "bytes");
+    l.allocations = get_u64(e, pth, "allocations");
+    l.detected_at = get_str(e, pth, "detected_at");
+    check_one_of(l.detected_at, join(pth, "detected_at"), {"exit", "context-teardown"});
+    l.frames = read_native(e, pth, "frames");
+    l.python_frames = read_python(e, pth, "python_frames");
+    r.leaks.push_back(std::move(l));
+  }
+
+  const json &growth = get_array(j, "", "growth");
+  for (size_t i = 0; i < growth.size(); ++i) {
+    std::string pth = elem("", "growth", i);
+    const json &e = growth[i];
+    GrowthEntry g;
+    g.bytes_per_step = get_num(e, pth, "bytes_per_step");
+    g.growth_bytes = get_i64(e, pth, "growth_bytes");
+    g.steps = get_u64(e, pth, "steps");
+    g.r = get_num(e, pth, "r");
+    g.kind = get_str(e, pth, "kind");
+    g.api = get_str(e, pth, "api");
+    g.frames = read_native(e, pth, "frames");
+    g.python_frames = read_python(e, pth, "python_frames");
+    r.growth.push_back(std::move(g));
+  }
+
+  const json &ooms = get_array(j, "", "ooms");
+  for (size_t i = 0; i < ooms.size(); ++i) {
+    std::string pth = elem("", "ooms", i);
+    const json &e = ooms[i];
+    OomEntry x;
+    x.api = get_str(e, pth, "api");
+    x.requested_bytes = get_u64(e, pth, "requested_bytes");
+    x.device = get_int32_or_null(e, pth, "device", -1);
+    x.live_bytes = get_u64(e, pth, "live_bytes");
+    x.frames = read_native(e, pth, "frames");
+    x.python_frames = read_python(e, pth, "python_frames");
+    const json &tops = get_array(e, pth, "top_sites");
+    for (size_t k = 0; k < tops.size(); ++k) {
+      std::string tp = elem(pth, "top_sites", k);
+      SiteTotal t;
+      t.bytes = get_u64(tops[k], tp, "bytes");
+      t.allocations = get_u64(tops[k], tp, "allocations");
+      t.frames = read_native(tops[k], tp, "frames");
+      t.python_frames = read_python(tops[k], tp, "python_frames");
+      x.top_sites.push_back(std::move(t));
+    }
+    r.ooms.push_back(std::move(x));
+  }
+
+  // Extra key (not in the section 5 contract): optional on input.
+  if (auto su = j.find("suppressions_used"); su != j.end()) {
+    if (!su->is_array()) fail("suppressions_used", "expected an array");
+    for (size_t i = 0; i < su->size(); ++i) {
+      std::string pth = elem("", "suppressions_used", i);
+      SuppressionUse u;
+      u.pattern = get_str((*su)[i], pth, "pattern");
+      u.allocations = get_u64((*su)[i], pth, "allocations");
+      u.bytes = get_u64((*su)[i], pth, "bytes");
+      r.suppressions_used.push_back(std::move(u));
+    }
+  }
+
+  const json &frees = get_array(j, "", "invalid_frees");
+  for (size_t i = 0; i < frees.size(); ++i) {
+    std::string pth = elem("", "invalid_frees", i);
+    const json &e = frees[i];
+    InvalidFreeEntry f;
+    f.api = get_str(e, pth, "api");
+    f.address = parse_hex(get_str(e, pth, "address"), join(pth, "address"));
+    f.frames = read_native(e, pth, "frames");
+    f.python_frames = read_python(e, pth, "python_frames");
+    r.invalid_frees.push_back(std::move(f));
+  }
+}
+
+}  // namespace
+
+std::string report_to_json(const Report &r) {
+  ojson j;
+  j["format"] = kReportFormat;
+  j["version"] = kReportVersion;
+  j["trigger"] = r.trigger;
+
+  ojson p;
+  p["pid"] = r.process.pid;
+  p["argv"] = r.process.argv;
+  p["rank"] = r.process.rank < 0 ? ojson(nullptr) : ojson(r.process.rank);
+  p["hostname"] = r.process.hostname;
+  p["start_time"] = finite(r.process.start_time);
+  p["end_time"] = finite(r.process.end_time);
+  p["backend"] = r.process.backend;
+  p["python"] = str_or_null(r.process.python);
+  j["process"] = std::move(p);
+
+  const Summary &m = r.summary;
+  ojson s;
+  s["leaked_bytes"] = m.leaked_bytes;
+  s["leaked_allocations"] = m.leaked_allocations;
+  s["leak_sites"] = m.leak_sites;
+  s["peak_bytes"] = m.peak_bytes;
+  s["events"] = m.events;
+  s["suppressed_bytes"] = m.suppressed_bytes;
+  s["cached_bytes"] = m.cached_bytes;
+  s["overhead"] = {{"events", m.overhead.events},
+                   {"seconds_in_torchseal", finite(m.overhead.seconds_in_torchseal)}};
+  j["summary"] = std::move(s);
+
+  ojson leaks = ojson::array();
+  for (const LeakEntry &l : r.leaks) {
+    ojson e;
+    e["kind"] = l.kind;
+    e["api"] = l.api;
+    e["device"] = device_json(l.device);
+    e["bytes"] = l.bytes;
+    e["allocations"] = l.allocations;
+    e["detected_at"] = l.detected_at;
+    e["frames"] = native_json(l.frames);
+    e["python_frames"] = python_json(l.python_frames);
+    leaks.push_back(std::move(e));
+  }
+  j["leaks"] = std::move(leaks);
+
+  ojson growth = ojson::array();
+  for (const GrowthEntry &g : r.growth) {
+    ojson e;
+    e["bytes_per_step"] = finite(g.bytes_per_step);
+    e["growth_bytes"] = g.growth_bytes;
+    e["steps"] = g.steps;
+    e["r"] = finite(g.r);
+    e["kind"] = g.kind;
+    e["api"] = g.api;
+    e["frames"] = native_json(g.frames);
+    e["python_frames"] = python_json(g.python_frames);
+    growth.push_back(std::move(e));
+  }
+  j["growth"] = std::move(growth);
+
+  ojson ooms = ojson::array();
+  for (const OomEntry &o : r.ooms) {
+    ojson e;
+    e["api"] = o.api;
+    e["requested_bytes"] = o.requested_bytes;
+    e["device"] = device_json(o.device);
+    e["live_bytes"] = o.live_bytes;
+    e["frames"] = native_json(o.frames);
+    e["python_frames"] = python_json(o.python_frames);
+    ojson tops = ojson::array();
+    for (const SiteTotal &t : o.top_sites) {
+      ojson te;
+      te["bytes"] = t.bytes;
+      te["allocations"] = t.allocations;
+      te["frames"] = native_json(t.frames);
+      te["python_frames"] = python_json(t.python_frames);
+      tops.push_back(std::move(te));
+    }
+    e["top_sites"] = std::move(tops);
+    ooms.push_back(std::move(e));
+  }
+  j["ooms"] = std::move(ooms);
+
+  ojson frees = ojson::array();
+  for (const InvalidFreeEntry &f : r.invalid_frees) {
+    ojson e;
+    e["api"] = f.api;
+    e["address"] = hex(f.address);
+    e["frames"] = native_json(f.frames);
+    e["python_frames"] = python_json(f.python_frames);
+    frees.push_back(std::move(e));
+  }
+  j["invalid_frees"] = std::move(frees);
+
+  // Extra key, only when a suppression matched: reports without
+  // suppressions stay byte-identical to the section 5 contract.
+  if (!r.suppressions_used.empty()) {
+    ojson used = ojson::array();
+    for (const SuppressionUse &u : r.suppressions_used) {
+      used.push_back({{"pattern", u.pattern}, {"allocations", u.allocations}, {"bytes", u.bytes}});
+    }
+    j["suppressions_used"] = std::move(used);
+  }
+
+  try {
+    return j.dump(2, ' ', false, ojson::error_handler_t::replace) + "\n";
+  } catch (...) {
+    // Only allocation failure can get here; an empty string makes the
+    // writer report an error instead of unwinding into the host process.
+    return {};
+  }
+}
+
+bool report_from_json(std::string_view text, Report &out, std::string &error) {
+  if (text.size() > kMaxReportBytes) {
+    error = "report is larger than " + std::to_string(kMaxReportBytes >> 20) + " MiB";
+    return false;
+  }
+  if (!nesting_ok(text, 64)) {
+    error = "not a torchseal report (JSON nested too deeply)";
+    return false;
+  }
+  try {
+    json j = json::parse(text.begin(), text.end());
+    Report r;
+    read_report(j, r);
+    out = std::move(r);
+    return true;
+  } catch (const BadReport &e) {
+    error = one_line(e.msg);
+  } catch (const json::parse_error &e) {
+    // e.what() is "[json.exception.parse_error.101] parse error at line 3, ..."
+    std::string what = e.what();
+    size_t pos = what.find("] ");
+    error = "malformed JSON: " + one_line(pos == std::string::npos ? what : what.substr(pos + 2));
+  } catch (const std::exception &e) {
+    error = "malformed report: " + one_line(e.what());
+  }
+  return false;
+}
+
+bool read_report_file(const std::string &path, Report &out, std::string &error) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    error = "cannot open " + path + ": " + std::strerror(errno);
+    return false;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    error = path + ": not a regular file";
+    return false;
+  }
+  if (static_cast<uint64_t>(st.st_size) > kMaxReportBytes) {
+    close(fd);
+    error = path + ": larger than " + std::to_string(kMaxReportBytes >> 20) + " MiB, not a report";
+    return false;
+  }
+  std::string text;
+  try {
+    text.resize(static_cast<size_t>(st.st_size));
+  } catch (...) {
+    close(fd);
+    error = path + ": out of memory reading the file";
+    return false;
+  }
+  size_t got = 0;
+  while (got < text.size()) {
+    ssize_t n = read(fd, text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  close(fd);
+  text.resize(got);
+  if (!report_from_json(text, out, error)) {
+    error = path + ": " + error;
+    return false;
+  }
+  return true;
+}
+
+}  // namespace torchseal

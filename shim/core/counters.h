@@ -1,0 +1,106 @@
+// Process-wide counters that every event touches, striped by thread so
+// concurrent threads do not bounce one cache line (and a thread that owns
+// its stripe needs no locked add).
+//
+// Live bytes too: a thread keeps its net change in its stripe and folds it
+// into the global count once it passes kFold either way (and when the
+// thread exits). The peak is checked on every allocation against the
+// global count plus the thread's own share: exact while one thread
+// allocates, and within kFold per other allocating thread otherwise. One
+// global counter written by every event was what kept 8 threads from
+// scaling on 2 cores (bench/RESULTS.md).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "shim/core/fast_clock.h"
+
+namespace torchseal {
+
+class Counters {
+ public:
+  // Ends an event that started at `t0` (now_ns()): counts it, and its self
+  // time exactly for a thread's first kSelfSample events, then on one event
+  // in kSelfSample scaled by kSelfSample. The closing clock read was a
+  // quarter of the shim's per-pair wall time (bench/RESULTS.md). Inline:
+  // a thread that owns its stripe counts with plain loads and stores.
+  inline void end_event(uint64_t t0);
+  static constexpr uint32_t kSelfSample = 16;
+  static constexpr int64_t kFold = int64_t{1} << 20;
+  inline void add_live(int64_t delta);
+  uint64_t events() const;
+  double self_seconds() const;
+  uint64_t live_bytes() const;
+  uint64_t peak_bytes() const { return peak_.load(std::memory_order_relaxed); }
+  void reset();
+
+  // Stripe 0 is shared by the threads alive beyond kStripes - 1; every other
+  // stripe has one writer at a time (exited threads hand theirs on).
+  static constexpr int kStripes = 64;
+  struct alignas(64) Stripe {
+    std::atomic<uint64_t> events{0};
+    std::atomic<uint64_t> self_ns{0};
+    std::atomic<int64_t> pending{0};  // live bytes not yet in live_ (owned stripes only)
+  };
+  // A thread's share goes to the global count (its exit, fork).
+  void fold(Stripe &s);
+  // Called at the calling thread's exit: folds its share, frees its stripe.
+  void release_stripe();
+
+ private:
+  struct Mine {
+    Stripe *stripe;
+    uint32_t events;  // this thread's, for the self-time sampling
+    bool owned;
+  };
+  static __thread Mine t_mine __attribute__((tls_model("initial-exec")));
+  __attribute__((noinline)) Mine &claim_stripe();
+  void raise_peak(uint64_t now);
+  void add_global(int64_t delta) {
+    uint64_t now = live_.fetch_add(static_cast<uint64_t>(delta), std::memory_order_relaxed) +
+                   static_cast<uint64_t>(delta);
+    if (delta > 0 && now > peak_.load(std::memory_order_relaxed)) raise_peak(now);
+  }
+  static void bump(std::atomic<uint64_t> &c, uint64_t by, bool owned) {
+    if (owned)
+      c.store(c.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
+    else
+      c.fetch_add(by, std::memory_order_relaxed);
+  }
+
+  Stripe stripes_[kStripes];
+  alignas(64) std::atomic<uint64_t> live_{0};
+  alignas(64) std::atomic<uint64_t> peak_{0};
+};
+
+extern Counters g_counters;
+inline Counters &counters() { return g_counters; }
+
+void Counters::end_event(uint64_t t0) {
+  static_assert((kSelfSample & (kSelfSample - 1)) == 0);
+  Mine &m = t_mine.stripe ? t_mine : claim_stripe();
+  uint32_t n = ++m.events;
+  bump(m.stripe->events, 1, m.owned);
+  if (n <= kSelfSample)
+    bump(m.stripe->self_ns, now_ns() - t0, m.owned);
+  else if ((n & (kSelfSample - 1)) == 0)
+    bump(m.stripe->self_ns, (now_ns() - t0) * kSelfSample, m.owned);
+}
+
+void Counters::add_live(int64_t delta) {
+  Mine &m = t_mine.stripe ? t_mine : claim_stripe();
+  if (!m.owned) return add_global(delta);
+  int64_t d = m.stripe->pending.load(std::memory_order_relaxed) + delta;
+  if (d >= kFold || d <= -kFold) {
+    m.stripe->pending.store(0, std::memory_order_relaxed);
+    return add_global(d);
+  }
+  m.stripe->pending.store(d, std::memory_order_relaxed);
+  if (delta > 0) {
+    uint64_t now = live_.load(std::memory_order_relaxed) + static_cast<uint64_t>(d);
+    if (now > peak_.load(std::memory_order_relaxed)) raise_peak(now);
+  }
+}
+
+}  // namespace torchseal

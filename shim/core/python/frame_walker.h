@@ -1,0 +1,19 @@
+// The GIL-free walk over the calling thread's own frame chain: collects
+// (code object, byte offset, fingerprint) per Python frame, innermost first.
+// Only this thread pushes and pops its frames, and it is inside our hook, so
+// the chain is stable whether it holds the GIL or released it.
+#pragma once
+
+#include <cstdint>
+
+#include "shim/core/python/code_locations.h"
+#include "shim/core/python/python_runtime.h"
+
+namespace torchseal::py {
+
+constexpr int kMaxPyFrames = 128;
+
+// Returns the number of frames written (at most cap, innermost kept).
+int walk_frames(const Interp &in, uintptr_t tstate, PositionKey *out, int cap);
+
+}  // namespace torchseal::py

@@ -1,0 +1,49 @@
+// Python frames for every recorded event, captured without the GIL.
+//
+// At an intercepted CUDA call the calling thread's own CPython frame chain is
+// read with raw loads (no GIL, no Python API that can allocate, run code or
+// touch a refcount), every frame is resolved to (function, file, line) while
+// its code object is provably alive, and the sequence is interned as a
+// PyStackId. See shim/core/python/README.md for the design and its limits.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "report/model/analysis_input.h"  // PyFrame
+#include "report/model/event.h"     // PyStackId
+
+namespace torchseal::py {
+
+// Once, at shim init. Detects a CPython in the process and picks the layout
+// for its version; an unsupported one logs one warning and stays disabled.
+// enabled=false (TORCHSEAL_PYTHON=off) disables for good. Safe without Python.
+void init(bool enabled);
+
+// Re-probes, at most every few milliseconds and only after a new shared
+// object was loaded, when init() found no Python: an application may dlopen
+// libpython after its first CUDA call. capture() calls it itself.
+void maybe_late_init();
+
+// "3.12.1"; "" when there is no (supported) Python or it is disabled.
+std::string version();
+
+// HOT PATH: the calling thread's Python stack, innermost first (at most 128
+// frames, the innermost kept), interned. 0 = no Python frames (no Python, a
+// thread without a Python thread state, interpreter finalizing).
+PyStackId capture();
+
+// Every interned stack, indexed by PyStackId (out[0] is the empty stack).
+void export_all(std::vector<std::vector<PyFrame>> &out);
+
+// Calls fn for every stack interned since `cursor` (0 at first), in id
+// order, then advances it. fn runs without internal locks held.
+void for_each_since(uint64_t &cursor,
+                    const std::function<void(PyStackId, const std::vector<PyFrame> &)> &fn);
+
+// In a forked child: reinitialise locks (only the forking thread survives).
+void reset_after_fork();
+
+}  // namespace torchseal::py

@@ -1,0 +1,43 @@
+// Finding a CPython interpreter in this process: its version, the handful of
+// exported functions and type objects a GIL-free stack walk needs, and the
+// layout table for its version. Runs at init (and on a late re-probe), never
+// in the hot path.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "shim/core/python/cpython_layouts.h"
+
+namespace torchseal::py {
+
+struct Interp {
+  const Layout *layout = nullptr;
+  uint32_t version_hex = 0;
+  char version[32] = {};  // "3.12.1", "3.13.0rc2"
+
+  // All three are pure reads in 3.10-3.13: runtime flags and a
+  // pthread_getspecific on the GIL-state TSS key. No lock, no allocation.
+  int (*is_initialized)() = nullptr;
+  int (*is_finalizing)() = nullptr;
+  void *(*this_thread_state)() = nullptr;
+
+  // Type objects, compared with ob_type to validate pointers before use.
+  uintptr_t code_type = 0;
+  uintptr_t unicode_type = 0;
+  uintptr_t bytes_type = 0;
+};
+
+enum class ProbeResult {
+  Found,        // `out` is complete and validated
+  Absent,       // no CPython in the process (yet)
+  Unsupported,  // CPython present but not readable; `why` says why
+};
+
+ProbeResult probe_interpreter(Interp &out, std::string &why);
+
+// A counter that changes whenever a shared object is loaded, so a late
+// re-probe runs only after a dlopen (glibc's dlpi_adds).
+uint64_t loaded_object_generation();
+
+}  // namespace torchseal::py

@@ -1,0 +1,309 @@
+#include "shim/core/recorder.h"
+
+#include <algorithm>
+#include <new>
+#include <unordered_map>
+
+#include "shim/core/counters.h"
+#include "shim/sink/history_writer.h"
+#include "shim/core/python/python_frames.h"
+#include "shim/core/unwind/unwinder.h"
+
+namespace torchseal {
+
+namespace {
+// Full live-set snapshots are kept for the first OOMs only: an allocator that
+// retries after OOM (PyTorch frees its cache and tries again) may fail often.
+constexpr size_t kMaxOomSnapshots = 8;
+constexpr size_t kMaxInvalidFrees = 1000;
+// OOM dumps: the first OOM writes P.<n>.json with trigger "oom"; an allocator
+// that retries in a loop gets at most one automatic dump per interval.
+constexpr uint64_t kOomDumpIntervalNs = 30ull * 1000 * 1000 * 1000;
+std::atomic<uint64_t> g_last_oom_dump{0};
+
+Event make_event(Op op, ApiId api, Family family, uint64_t t, uint64_t addr, uint64_t size) {
+  Event e{};
+  e.time_ns = t;
+  e.op = op;
+  e.api = api;
+  e.family = family;
+  e.addr = addr;
+  e.size = size;
+  e.device = -1;
+  return e;
+}
+
+LiveAlloc to_live_alloc(const LiveRecord &r, DetectedAt at) {
+  LiveAlloc a;
+  a.addr = r.addr;
+  a.size = r.size;
+  a.stack = r.stack;
+  a.pystack = r.pystack;
+  a.api = r.api;
+  a.family = r.family;
+  a.device = r.device;
+  a.detected_at = at;
+  return a;
+}
+}  // namespace
+
+StackId Recorder::capture() {
+  // Interned straight from the unwinder's buffer: no copy (bench/RESULTS.md).
+  uint64_t buf[kCaptureBufFrames];
+  int n;
+  uint64_t hash;
+  const uint64_t *ips = capture_stack_inplace(buf, std::min(stack_depth, 256), &n, &hash);
+  return stacks_.intern(ips, n, hash);
+}
+
+void Recorder::on_alloc(ApiId api, Family family, uint64_t addr, uint64_t size, int device,
+                        uint64_t stream, uint32_t context) {
+  uint64_t t0 = now_ns();
+  LiveRecord r{};
+  r.addr = addr;
+  r.size = size;
+  r.stack = capture();
+  r.pystack = py::capture();
+  r.api = api;
+  r.family = family;
+  r.device = static_cast<int8_t>(device);
+  r.context = context;
+  LiveRecord old{};
+  if (!table_for(family).insert(r, &old)) counters().add_live(-static_cast<int64_t>(old.size));
+  counters().add_live(static_cast<int64_t>(size));
+  if (history::enabled()) {
+    Event e = make_event(Op::Alloc, api, family, t0, addr, size);
+    e.stack = r.stack;
+    e.pystack = r.pystack;
+    e.stream = stream;
+    e.device = static_cast<int16_t>(device);
+    e.context = context;
+    history::append(e);
+  }
+  counters().end_event(t0);
+}
+
+FreeToken Recorder::on_free(ApiId api, Family family, uint64_t addr, uint64_t) {
+  uint64_t t0 = now_ns();
+  FreeToken t;
+  t.known = table_for(family).remove(addr, &t.rec);
+  if (t.known) {
+    counters().add_live(-static_cast<int64_t>(t.rec.size));
+    if (history::enabled()) history::append(make_event(Op::Free, api, family, t0, addr, 0));
+  } else {
+    InvalidFree f;
+    f.api = api;
+    f.addr = addr;
+    f.stack = capture();
+    f.pystack = py::capture();
+    if (history::enabled()) {
+      Event e = make_event(Op::InvalidFree, api, family, t0, addr, 0);
+      e.stack = f.stack;
+      e.pystack = f.pystack;
+      history::append(e);
+    }
+    Guard g(misc_lock_);
+    ++invalid_frees_total_;
+    if (invalid_frees_.size() < kMaxInvalidFrees) invalid_frees_.push_back(f);
+  }
+  counters().end_event(t0);
+  return t;
+}
+
+void Recorder::undo_free(const FreeToken &t) {
+  if (!t.known) return;
+  if (history::enabled()) {
+    // The free was already logged; the failed real free means it is live again.
+    Event e = make_event(Op::Alloc, t.rec.api, t.rec.family, now_ns(), t.rec.addr, t.rec.size);
+    e.stack = t.rec.stack;
+    e.pystack = t.rec.pystack;
+    e.device = t.rec.device;
+    e.context = t.rec.context;
+    history::append(e);
+  }
+  LiveRecord old{};
+  if (!table_for(t.rec.family).insert(t.rec, &old))
+    counters().add_live(-static_cast<int64_t>(old.size));
+  counters().add_live(static_cast<int64_t>(t.rec.size));
+}
+
+void Recorder::on_oom(ApiId api, Family family, uint64_t size, int device) {
+  uint64_t t0 = now_ns();
+  OomRecord o;
+  o.api = api;
+  o.requested = size;
+  o.device = static_cast<int16_t>(device);
+  o.stack = capture();
+  o.pystack = py::capture();
+  o.live_bytes = counters().live_bytes();
+  if (history::enabled()) {
+    Event e = make_event(Op::OomFail, api, family, t0, 0, size);
+    e.stack = o.stack;
+    e.pystack = o.pystack;
+    e.device = static_cast<int16_t>(device);
+    history::append(e);
+  }
+  bool keep;
+  {
+    Guard g(misc_lock_);
+    keep = ooms_.size() < kMaxOomSnapshots;
+    ++ooms_total_;
+  }
+  if (keep) {
+    for (LiveTable *t : {&live_, &vmm_})
+      t->for_each([&](const LiveRecord &r) {
+        o.live_at_oom.push_back(to_live_alloc(r, DetectedAt::Exit));
+      });
+    Guard g(misc_lock_);
+    ooms_.push_back(std::move(o));
+  }
+  // After the record is in ooms_, so the dump the writer thread writes holds it.
+  uint64_t last = g_last_oom_dump.load(std::memory_order_relaxed);
+  if ((last == 0 || t0 - last >= kOomDumpIntervalNs) &&
+      g_last_oom_dump.compare_exchange_strong(last, t0 | 1))
+    history::request_dump("oom");
+  counters().end_event(t0);
+}
+
+void Recorder::on_teardown(ApiId api, int device, uint32_t context) {
+  if (history::enabled()) {
+    Event e = make_event(Op::Teardown, api, Family::None, now_ns(), 0, 0);
+    e.device = static_cast<int16_t>(device);
+    e.context = context;
+    history::append(e);
+  }
+  std::vector<LiveAlloc> dead;
+  for (LiveTable *t : {&live_, &vmm_})
+  t->remove_if(
+      [&](const LiveRecord &r) {
+        return context ? r.context == context : (device < 0 || r.device == device);
+      },
+      [&](const LiveRecord &r) {
+        dead.push_back(to_live_alloc(r, DetectedAt::ContextTeardown));
+        counters().add_live(-static_cast<int64_t>(r.size));
+      });
+  if (dead.empty()) return;
+  Guard g(misc_lock_);
+  teardown_leaks_.insert(teardown_leaks_.end(), dead.begin(), dead.end());
+}
+
+namespace {
+// Bounded series: past the cap, every other sample is dropped, so a long run
+// keeps an evenly thinned history instead of growing without end.
+constexpr size_t kMaxSamples = 4096;
+void push_sample(std::vector<StepSample> &v, StepSample &&s) {
+  if (v.size() >= kMaxSamples) {
+    size_t j = 0;
+    for (size_t i = 0; i < v.size(); i += 2) v[j++] = std::move(v[i]);
+    v.resize(j);
+  }
+  v.push_back(std::move(s));
+}
+}  // namespace
+
+StepSample Recorder::sample_sites(uint64_t step, uint64_t t) {
+  StepSample s;
+  s.step = step;
+  s.time_ns = t;
+  std::unordered_map<uint64_t, size_t> index;
+  for (LiveTable *tab : {&live_, &vmm_})
+    tab->for_each([&](const LiveRecord &r) {
+      uint64_t key = mix64((static_cast<uint64_t>(r.stack) << 32 | r.pystack) ^
+                           (static_cast<uint64_t>(r.api) << 48));
+      auto it = index.find(key);
+      if (it == index.end()) {
+        index.emplace(key, s.sites.size());
+        SiteSample site;
+        site.stack = r.stack;
+        site.pystack = r.pystack;
+        site.api = r.api;
+        site.family = r.family;
+        site.bytes = r.size;
+        site.allocations = 1;
+        s.sites.push_back(site);
+      } else {
+        s.sites[it->second].bytes += r.size;
+        s.sites[it->second].allocations += 1;
+      }
+    });
+  return s;
+}
+
+void Recorder::on_step(bool window) {
+  uint64_t t = now_ns();
+  uint64_t n = (window ? windows_ : steps_).fetch_add(1, std::memory_order_relaxed) + 1;
+  if (history::enabled())
+    history::append(make_event(Op::Step, ApiId::Unknown, Family::None, t, 0,
+                               window ? (n | kWindowStepBit) : n));
+  StepSample s = sample_sites(n, t);
+  Guard g(misc_lock_);
+  push_sample(window ? window_samples_ : step_samples_, std::move(s));
+}
+
+void Recorder::on_vmm_range(Op op, uint64_t addr, uint64_t size, uint64_t handle) {
+  if (!history::enabled()) return;
+  ApiId api = op == Op::Map     ? ApiId::cuMemMap
+              : op == Op::Unmap ? ApiId::cuMemUnmap
+              : op == Op::Reserve ? ApiId::cuMemAddressReserve
+                                  : ApiId::cuMemAddressFree;
+  Event e = make_event(op, api, Family::Vmm, now_ns(), addr, size);
+  e.stream = handle;
+  history::append(e);
+}
+
+void Recorder::snapshot(AnalysisInput &in) {
+  stacks_.export_all(in.stacks.native);
+  py::export_all(in.stacks.python);
+  in.live.clear();
+  for (LiveTable *t : {&live_, &vmm_})
+    t->for_each([&](const LiveRecord &r) { in.live.push_back(to_live_alloc(r, DetectedAt::Exit)); });
+  {
+    Guard g(misc_lock_);
+    in.live.insert(in.live.end(), teardown_leaks_.begin(), teardown_leaks_.end());
+    in.ooms = ooms_;
+    // Explicit steps win; time windows stand in only when there are none.
+    in.steps = step_samples_.empty() ? window_samples_ : step_samples_;
+    in.invalid_frees = invalid_frees_;
+  }
+  in.peak_bytes = counters().peak_bytes();
+  in.events = counters().events();
+  in.seconds_in_torchseal = counters().self_seconds();
+}
+
+uint64_t Recorder::events() const { return counters().events(); }
+uint64_t Recorder::live_bytes() const { return counters().live_bytes(); }
+
+void Recorder::reset_after_fork() {
+  // Only the forking thread survives. Any other thread may have been inside
+  // one of these containers (a vector mid-reallocation, a shard mid-grow),
+  // so their memory is abandoned, never freed: freeing a half-updated
+  // vector is a double free. The child starts from empty tables; what the
+  // parent allocated is not the child's to free or leak (CUDA state does not
+  // survive fork either).
+  new (&stacks_) StackTable();
+  new (&live_) LiveTable();
+  new (&vmm_) LiveTable();
+  new (&misc_lock_) ShardLock();
+  new (&teardown_leaks_) std::vector<LiveAlloc>();
+  new (&ooms_) std::vector<OomRecord>();
+  new (&invalid_frees_) std::vector<InvalidFree>();
+  new (&step_samples_) std::vector<StepSample>();
+  new (&window_samples_) std::vector<StepSample>();
+  ooms_total_ = invalid_frees_total_ = 0;
+  steps_.store(0);
+  windows_.store(0);
+  counters().reset();
+}
+
+std::atomic<Recorder *> recorder_detail::g_recorder{nullptr};
+
+Recorder &recorder_detail::recorder_slow() {
+  // Never destroyed: threads may still allocate while the process exits, and
+  // the exit report itself runs from a destructor.
+  alignas(Recorder) static unsigned char storage[sizeof(Recorder)];
+  static Recorder *r = new (storage) Recorder();
+  g_recorder.store(r, std::memory_order_release);
+  return *r;
+}
+
+}  // namespace torchseal

@@ -1,0 +1,80 @@
+// The core every backend feeds (heaptrack's "one core, thin interposers"):
+// it knows nothing about how a call was intercepted. Hooks call it after a
+// successful allocation and *before* forwarding a free, so an address can
+// never be reused by another thread between the real free and our removal.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+#include "report/model/analysis_input.h"
+#include "shim/core/live_table.h"
+#include "shim/core/stack_table.h"
+
+namespace torchseal {
+
+struct FreeToken {
+  bool known = false;
+  LiveRecord rec{};
+};
+
+class Recorder {
+ public:
+  void on_alloc(ApiId api, Family family, uint64_t addr, uint64_t size, int device,
+                uint64_t stream, uint32_t context);
+  FreeToken on_free(ApiId api, Family family, uint64_t addr, uint64_t stream);
+  // The real free failed: the allocation is still live after all.
+  void undo_free(const FreeToken &t);
+  void on_oom(ApiId api, Family family, uint64_t size, int device);
+  // Everything live on `device` (or in `context`, when non-zero) is freed by
+  // the driver now: it becomes a leak detected at context teardown.
+  void on_teardown(ApiId api, int device, uint32_t context);
+  // A training step ended (torchseal_step, an NVTX range): sample live bytes
+  // per site. `window` marks a time-window boundary, used only when the
+  // program never marks steps itself.
+  void on_step(bool window = false);
+  bool explicit_steps() const { return steps_.load(std::memory_order_relaxed) != 0; }
+  // VMM address-space operations: timeline only, they own no memory.
+  void on_vmm_range(Op op, uint64_t addr, uint64_t size, uint64_t handle);
+
+  // Builds the analysis input from the current state (exit, signal, API dump).
+  void snapshot(AnalysisInput &in);
+  uint64_t events() const;
+  uint64_t live_bytes() const;
+  // Forget everything inherited from the parent (child side of fork).
+  void reset_after_fork();
+
+  int stack_depth = 64;
+  StackTable &stacks() { return stacks_; }
+
+ private:
+  StackId capture();
+  StepSample sample_sites(uint64_t step, uint64_t t);
+  LiveTable &table_for(Family f) { return f == Family::Vmm ? vmm_ : live_; }
+
+  StackTable stacks_;
+  LiveTable live_;
+  LiveTable vmm_;  // cuMemCreate handles: their own namespace, not addresses
+  ShardLock misc_lock_;  // guards the rare-event lists below
+  std::vector<LiveAlloc> teardown_leaks_;
+  std::vector<OomRecord> ooms_;
+  std::vector<InvalidFree> invalid_frees_;
+  std::atomic<uint64_t> steps_{0};
+  std::atomic<uint64_t> windows_{0};
+  std::vector<StepSample> step_samples_, window_samples_;  // under misc_lock_
+  uint64_t ooms_total_ = 0;
+  uint64_t invalid_frees_total_ = 0;
+};
+
+namespace recorder_detail {
+extern std::atomic<Recorder *> g_recorder;  // set by the first recorder_slow()
+Recorder &recorder_slow();
+}  // namespace recorder_detail
+// The process's recorder, built on first use and never destroyed.
+inline Recorder &recorder() {
+  Recorder *r = recorder_detail::g_recorder.load(std::memory_order_acquire);
+  return r ? *r : recorder_detail::recorder_slow();
+}
+
+}  // namespace torchseal

@@ -1,0 +1,49 @@
+// Native stack capture for the hot path.
+//
+// The fast walker steps frames with rules learned per return address from
+// libunwind (frame_rules.h, rule_learner.h): a frame-pointer frame costs a
+// table probe and two loads, any other frame one more add. A frame it cannot
+// describe (signal trampoline, realigned stack, missing CFI) hands the whole
+// capture to libunwind's unw_backtrace, which is also the only method with
+// TORCHSEAL_UNWIND=libunwind. TORCHSEAL_UNWIND=check runs both on every
+// capture and reports at exit how many stacks differed.
+//
+// libunwind is dlopen'ed RTLD_LOCAL on first use rather than linked: its
+// shared object exports _Unwind_RaiseException and a weak backtrace(), and a
+// preloaded link dependency would put those ahead of libgcc_s in the host's
+// global scope and take over its C++ exceptions. Processes that never touch
+// CUDA never load it at all.
+#pragma once
+
+#include <cstdint>
+
+#include "shim/runtime/config.h"
+
+namespace torchseal {
+
+// Loads the unwinder; falls back to glibc backtrace() if libunwind is absent.
+// Returns a short description of the method in use.
+const char *unwinder_init(UnwindMode mode);
+
+// Captures up to `max` return addresses, innermost first, with the frames
+// inside torchseal itself removed. Returns the number stored.
+int capture_stack(uint64_t *out, int max);
+
+// Same, without the copy (the hot path): unwinds into `buf` (room for
+// kCaptureBufFrames) and returns where the first non-torchseal frame is;
+// `*n` gets the number of frames kept (at most `max`) and `*hash` their
+// hash_ips() (ip_hash.h).
+constexpr int kCaptureSlack = 12;  // our own frames, dropped
+constexpr int kCaptureBufFrames = 256 + kCaptureSlack;
+const uint64_t *capture_stack_inplace(uint64_t (&buf)[kCaptureBufFrames], int max, int *n,
+                                      uint64_t *hash);
+
+// Code was unmapped (dlclose): forget the rules learned for its addresses.
+void unwinder_code_unloaded();
+// Child side of fork.
+void unwinder_after_fork();
+// One line for the exit log: how stacks were walked (and, in check mode,
+// how many differed from libunwind's).
+void unwinder_log_summary();
+
+}  // namespace torchseal

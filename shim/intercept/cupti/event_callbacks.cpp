@@ -1,0 +1,290 @@
+#include "shim/intercept/cupti/event_callbacks.h"
+
+#include <cuda.h>
+
+#include <atomic>
+
+#include "shim/intercept/cupti/context_devices.h"
+#include "shim/core/context_id.h"
+#include "shim/intercept/driver_api.h"
+#include "shim/runtime/lifecycle.h"
+#include "shim/intercept/cupti/param_decode.h"
+#include "shim/core/recorder.h"
+
+namespace torchseal {
+// The shim's lifecycle: the first event recorded in a process (a forked child
+// in particular) starts that process's own history file. HookScope calls it
+// for the hooks; CUPTI callbacks never construct a HookScope. Weak and hidden
+// so this backend still links against a shim that lacks it.
+
+}  // namespace torchseal
+
+namespace torchseal::cupti {
+namespace {
+
+std::atomic<bool> g_delivery{false};
+
+// ---- per-thread state (initial-exec TLS: no allocation on first touch) ----
+#define TS_TLS thread_local __attribute__((tls_model("initial-exec")))
+
+// Set while this thread is inside our callback: a driver call we make from
+// here (cuCtxGetDevice when a whole domain is enabled) is not an event.
+TS_TLS bool t_busy = false;
+
+// The runtime calls in progress on this thread, outermost first. Driver
+// callbacks nested in them are recorded under the outermost runtime name
+// (the user-facing call), like the hooks' HookScope nesting.
+constexpr int kRuntimeDepth = 8;
+TS_TLS ApiId t_runtime[kRuntimeDepth];
+TS_TLS int t_runtime_depth = 0;
+
+// Free tokens between API_ENTER and API_EXIT of a free: the recorder removes
+// the record at entry (before the driver can hand the address out again)
+// and must put it back if the free fails. A token is 48 bytes, too big for
+// CUpti_CallbackData::correlationData (64 bits), so it lives in this
+// thread-local stack and correlationData carries its tagged index. Enter and
+// exit of one call run on the same thread and nest properly.
+constexpr int kFreeSlots = 8;
+constexpr uint64_t kSlotTag = 0x7ea1'0000'0000'0000ULL;
+constexpr uint64_t kSlotTagMask = 0xffff'0000'0000'0000ULL;
+TS_TLS FreeToken t_free[kFreeSlots];
+TS_TLS int t_free_depth = 0;
+
+struct BusyScope {
+  BusyScope() { t_busy = true; }
+  ~BusyScope() { t_busy = false; }
+};
+
+// Whether this process has told the lifecycle it recorded (reset in a
+// forked child), so the hot path pays one relaxed load.
+std::atomic<bool> g_noted{false};
+
+void mark_recorded() {
+  if (g_noted.load(std::memory_order_relaxed)) return;
+  g_noted.store(true, std::memory_order_relaxed);
+  note_first_record();
+}
+
+bool roles_match(Role runtime, Role driver) {
+  switch (runtime) {
+    case Role::Alloc: return driver == Role::Alloc;
+    case Role::Free: return driver == Role::Free || driver == Role::Release;
+    case Role::Teardown: return driver == Role::Teardown;
+    default: return false;
+  }
+}
+
+// The API an event is reported under: the enclosing runtime call when one
+// of the same kind is in progress (cudaMalloc -> cuMemAlloc_v2 is one
+// cudaMalloc event), else the driver call itself (static cudart, cuBLAS,
+// direct driver users).
+ApiId user_api(ApiId driver) {
+  if (t_runtime_depth > 0) {
+    ApiId rt = t_runtime[0];
+    if (roles_match(api_info(rt).role, api_info(driver).role)) return rt;
+  }
+  return driver;
+}
+
+Family family_of(ApiId api, ApiId driver) {
+  Family f = api_info(api).family;
+  return f == Family::None ? api_info(driver).family : f;
+}
+
+CUresult result_of(const CUpti_CallbackData *cb) {
+  return cb->functionReturnValue ? *static_cast<const CUresult *>(cb->functionReturnValue)
+                                 : CUDA_SUCCESS;
+}
+
+void on_alloc_exit(ApiId drv, const CUpti_CallbackData *cb, CUresult rc) {
+  if (rc != CUDA_SUCCESS && rc != CUDA_ERROR_OUT_OF_MEMORY) return;
+  CallArgs a;
+  if (!decode_driver_params(drv, cb->functionParams, rc == CUDA_SUCCESS, a)) return;
+  if (!ensure_active()) return;
+  ApiId api = user_api(drv);
+  Family fam = family_of(api, drv);
+  int dev = a.device >= 0 ? a.device : device_of_context(cb->context);
+  if (rc == CUDA_SUCCESS && !a.addr) return;
+  // Before recording: a forked child's history file must exist for its first event.
+  mark_recorded();
+  if (rc == CUDA_SUCCESS) {
+    recorder().on_alloc(api, fam, a.addr, a.size, dev, a.stream, context_id_of(cb->context));
+  } else {
+    recorder().on_oom(api, fam, a.size, dev);
+  }
+}
+
+void on_free_enter(ApiId drv, const CUpti_CallbackData *cb) {
+  if (cb->correlationData) *cb->correlationData = 0;
+  CallArgs a;
+  if (!decode_driver_params(drv, cb->functionParams, false, a)) return;
+  if (!a.addr) return;  // free(NULL) is a no-op, not an event
+  if (!ensure_active()) return;
+  ApiId api = user_api(drv);
+  mark_recorded();
+  FreeToken tok = recorder().on_free(api, family_of(api, drv), a.addr, a.stream);
+  if (!tok.known || !cb->correlationData || t_free_depth >= kFreeSlots) return;
+  t_free[t_free_depth] = tok;
+  *cb->correlationData = kSlotTag | static_cast<uint64_t>(t_free_depth + 1);
+  ++t_free_depth;
+}
+
+void on_free_exit(const CUpti_CallbackData *cb, CUresult rc) {
+  if (!cb->correlationData) return;
+  uint64_t v = *cb->correlationData;
+  if ((v & kSlotTagMask) != kSlotTag) return;
+  int idx = static_cast<int>(v & 0xffff) - 1;
+  *cb->correlationData = 0;
+  if (idx < 0 || idx >= t_free_depth) return;  // stale: the stack was unwound
+  if (rc != CUDA_SUCCESS) recorder().undo_free(t_free[idx]);
+  // Pops this slot and any a missing exit left above it.
+  t_free_depth = idx;
+}
+
+void on_vmm_exit(ApiId drv, const CUpti_CallbackData *cb, CUresult rc) {
+  if (rc != CUDA_SUCCESS) return;
+  CallArgs a;
+  if (!decode_driver_params(drv, cb->functionParams, true, a)) return;
+  if (!ensure_active()) return;
+  Op op;
+  switch (api_info(drv).role) {
+    case Role::Map: op = Op::Map; break;
+    case Role::Unmap: op = Op::Unmap; break;
+    case Role::Reserve: op = Op::Reserve; break;
+    case Role::Unreserve: op = Op::Unreserve; break;
+    default: return;
+  }
+  recorder().on_vmm_range(op, a.addr, a.size, a.handle);
+}
+
+// The recorder's on_teardown moves what it finds out of the live table, so
+// the same teardown seen again (cudaDeviceReset -> cuDevicePrimaryCtxReset ->
+// CONTEXT_DESTROY_STARTING) finds nothing the second time: no double report.
+void on_teardown_call(ApiId drv, const CUpti_CallbackData *cb, bool enter, CUresult rc) {
+  CallArgs a;
+  if (!decode_driver_params(drv, cb->functionParams, true, a)) return;
+  ApiId api = user_api(drv);
+  switch (drv) {
+    case ApiId::cuCtxDestroy_v2:
+      // Before the driver frees anything (like CONTEXT_DESTROY_STARTING).
+      if (enter && a.ctx && ensure_active())
+        recorder().on_teardown(api, -1, context_id_of(a.ctx));
+      return;
+    case ApiId::cuDevicePrimaryCtxReset_v2:
+      if (enter && a.device >= 0 && ensure_active()) recorder().on_teardown(api, a.device, 0);
+      return;
+    case ApiId::cuDevicePrimaryCtxRelease_v2: {
+      // The primary context dies with its last reference only.
+      if (enter || rc != CUDA_SUCCESS || a.device < 0) return;
+      auto state = driver_queries().primary_ctx_get_state;
+      unsigned int flags = 0;
+      int active = 1;
+      if (state && state(a.device, &flags, &active) == CUDA_SUCCESS && !active && ensure_active())
+        recorder().on_teardown(api, a.device, 0);
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+void on_driver(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
+  ApiId drv = cbid_map().lookup(CUPTI_CB_DOMAIN_DRIVER_API, cbid, cb->functionName);
+  if (drv == ApiId::Unknown) return;
+  bool enter = cb->callbackSite == CUPTI_API_ENTER;
+  CUresult rc = enter ? CUDA_SUCCESS : result_of(cb);
+  switch (api_info(drv).role) {
+    case Role::Alloc:
+      if (!enter) on_alloc_exit(drv, cb, rc);
+      return;
+    case Role::Free:
+    case Role::Release:
+      if (enter) on_free_enter(drv, cb);
+      else on_free_exit(cb, rc);
+      return;
+    case Role::Map:
+    case Role::Unmap:
+    case Role::Reserve:
+    case Role::Unreserve:
+      if (!enter) on_vmm_exit(drv, cb, rc);
+      return;
+    case Role::Teardown:
+      on_teardown_call(drv, cb, enter, rc);
+      return;
+  }
+}
+
+void on_runtime(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
+  ApiId api = cbid_map().lookup(CUPTI_CB_DOMAIN_RUNTIME_API, cbid, cb->functionName);
+  if (api == ApiId::Unknown) return;
+  if (cb->callbackSite == CUPTI_API_ENTER) {
+    if (t_runtime_depth < kRuntimeDepth) t_runtime[t_runtime_depth] = api;
+    ++t_runtime_depth;
+    // cudaDeviceReset: everything on the device dies; report it before the
+    // runtime reaches the driver. The nested cuDevicePrimaryCtxReset_v2
+    // covers it when the device is not known here.
+    if (api_info(api).role == Role::Teardown && t_runtime_depth == 1) {
+      int dev = current_device();
+      if (dev >= 0 && ensure_active()) recorder().on_teardown(api, dev, 0);
+    }
+  } else if (t_runtime_depth > 0) {
+    --t_runtime_depth;
+  }
+}
+
+void on_resource(CUpti_CallbackId cbid, const CUpti_ResourceData *rd) {
+  if (!rd) return;
+  CUcontext ctx = rd->context;
+  if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_CREATED) {
+    // A new context may reuse a destroyed one's address.
+    forget_context(ctx);
+    return;
+  }
+  if (cbid != CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING || !ctx) return;
+  // Nothing here may wait on CUPTI (no flush): other tools deadlocked on
+  // exactly that during context teardown.
+  if (ensure_active()) {
+    ApiId api = ApiId::cuCtxDestroy_v2;
+    if (t_runtime_depth > 0 && api_info(t_runtime[0]).role == Role::Teardown) api = t_runtime[0];
+    recorder().on_teardown(api, device_of_context(ctx), context_id_of(ctx));
+  }
+  forget_context(ctx);
+}
+
+}  // namespace
+
+CbidMap &cbid_map() {
+  alignas(CbidMap) static unsigned char storage[sizeof(CbidMap)];
+  static CbidMap *m = new (storage) CbidMap();
+  return *m;
+}
+
+void after_fork_child() {
+  g_noted.store(false, std::memory_order_relaxed);
+  t_runtime_depth = 0;  // only the forking thread survives, between calls
+  t_free_depth = 0;
+}
+
+void set_delivery(bool open) { g_delivery.store(open, std::memory_order_release); }
+bool delivery_open() { return g_delivery.load(std::memory_order_acquire); }
+
+void CUPTIAPI on_cupti_callback(void *, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                                const void *cbdata) {
+  if (!g_delivery.load(std::memory_order_acquire) || t_busy || !cbdata) return;
+  BusyScope busy;
+  switch (domain) {
+    case CUPTI_CB_DOMAIN_DRIVER_API:
+      on_driver(cbid, static_cast<const CUpti_CallbackData *>(cbdata));
+      break;
+    case CUPTI_CB_DOMAIN_RUNTIME_API:
+      on_runtime(cbid, static_cast<const CUpti_CallbackData *>(cbdata));
+      break;
+    case CUPTI_CB_DOMAIN_RESOURCE:
+      on_resource(cbid, static_cast<const CUpti_ResourceData *>(cbdata));
+      break;
+    default:
+      break;
+  }
+}
+
+}  // namespace torchseal::cupti

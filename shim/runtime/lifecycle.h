@@ -1,0 +1,62 @@
+// When torchseal wakes up, how it survives fork, and how it ends.
+//
+// The constructor does nothing: a process that never calls CUDA (sh, a
+// DataLoader worker, nvidia-smi) pays one relaxed load per hooked call and
+// writes no files. The first CUDA call parses the configuration and arms the
+// exit report; a bad setting leaves the shim inert with one line on stderr.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "shim/runtime/config.h"
+
+namespace torchseal {
+
+enum class ShimState : int { Uninit = 0, Active = 1, Disabled = 2, Finished = 3 };
+
+// True when events should be recorded. Initialises on first use.
+bool ensure_active();
+// True when active, without initialising.
+bool is_active();
+const Config &config();
+const char *backend_name();
+
+// The first recorded event of this process (a forked child's own first
+// CUDA call): starts its history file. Backends call it before recording.
+void note_first_record();
+
+// Marks the calling thread as torchseal's own (writer, watcher): hooked calls
+// made on it are never recorded.
+void mark_thread_internal();
+
+// Per-thread nesting depth of hooked calls. A runtime call that reaches the
+// driver through hooked pointers is one event, recorded by the outermost hook.
+namespace hook_detail {
+// Nesting depth of hooked calls on this thread (initial-exec: no TLS
+// allocation on first touch, safe inside interposers).
+extern __thread int t_depth __attribute__((tls_model("initial-exec")));
+// Set while the shim is active, the hooks are the recording backend and this
+// process has begun recording: the outermost hooked call then records with
+// one load. Cleared before any of that stops being true.
+extern std::atomic<bool> g_record_fast;
+bool record_slow();
+}  // namespace hook_detail
+
+class HookScope {
+ public:
+  HookScope()
+      : record_(hook_detail::t_depth++ == 0 &&
+                (hook_detail::g_record_fast.load(std::memory_order_relaxed) ||
+                 hook_detail::record_slow())) {}
+  ~HookScope() { --hook_detail::t_depth; }
+  HookScope(const HookScope &) = delete;
+  HookScope &operator=(const HookScope &) = delete;
+  // True in the outermost hooked call of an active shim.
+  bool record() const { return record_; }
+
+ private:
+  bool record_;
+};
+
+}  // namespace torchseal

@@ -1,0 +1,28 @@
+// Turning the recorder's state into P.json / P.txt through the shared
+// analysis library (the same code `torchseal report` runs).
+#pragma once
+
+#include <cstdint>
+
+#include <string>
+
+#include "report/model/analysis_input.h"
+#include "shim/runtime/config.h"
+
+namespace torchseal {
+
+void report_files_init(const Config &cfg);
+// pid, argv, rank, host, start time and backend of this process now.
+void fill_process_info(ProcessInfo &p);
+// The expanded, writable prefix P for this process ("" with a logged error).
+std::string output_prefix();
+void report_files_after_fork();
+// trigger: "exit" writes P.json/P.txt; others write P.<n>.json/P.<n>.txt.
+// Returns the number of leaked allocations, or -1 if nothing could be written.
+int64_t write_report(const char *trigger);
+
+// The disk is full or read-only: no further reports are attempted (the
+// one-line reason has already been printed).
+void disable_report_output();
+
+}  // namespace torchseal
