@@ -7,8 +7,8 @@
         torchseal.step()          # one training step ended
 
 `torchseal run -- python train.py` preloads libtorchseal.so and puts this
-package on PYTHONPATH. The functions call the shim's C API (DESIGN.md
-section 6) through ``ctypes.CDLL(None)``: the preloaded shim's exports are in
+package on PYTHONPATH. The functions call the shim's C API (README.md,
+"Quick start") through ``ctypes.CDLL(None)``: the preloaded shim's exports are in
 the process's global symbol scope, so no path is needed, and a process
 started without the shim finds no symbols and every call does nothing.
 

@@ -15,7 +15,7 @@
 namespace torchseal {
 
 struct AnalysisOptions {
-  GrowthOptions growth;  // DESIGN.md 7.2 thresholds (CLI-settable)
+  GrowthOptions growth;  // docs/pytorch.md thresholds (CLI-settable)
   size_t oom_top_sites = 10;
   // Suppressions plug in here: called once per leak site with its trimmed,
   // symbolized frames. A suppressed site is left out of `leaks` and its bytes

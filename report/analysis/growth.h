@@ -1,4 +1,4 @@
-// Growth verdict (DESIGN.md 7.2): which allocation sites hold more memory at
+// Growth verdict (docs/pytorch.md): which allocation sites hold more memory at
 // every training-step boundary, steadily, after warm-up.
 //
 // The test starts from Ray's growth check (a linear fit of live bytes against

@@ -1,4 +1,4 @@
-// Hints (DESIGN.md 7.4): for a growing site whose Python stack matches a
+// Hints (docs/pytorch.md): for a growing site whose Python stack matches a
 // classic PyTorch leak pattern, one line naming the likely cause and fix.
 //
 // Evidence is the site's Python frames (innermost first) and, where the

@@ -25,7 +25,7 @@ struct RankShare {
 };
 
 struct MergedReport {
-  Report report;                       // keeps the section 5 schema
+  Report report;                       // keeps the P.json schema
   std::vector<std::string> labels;     // per input, in input order
   std::vector<std::map<std::string, RankShare>> leak_ranks;    // parallel to report.leaks
   std::vector<std::map<std::string, RankShare>> growth_ranks;  // parallel to report.growth

@@ -60,7 +60,7 @@ struct InvalidFree {
   PyStackId pystack = 0;
 };
 
-// Live bytes per allocation site at one step boundary (DESIGN.md 7.2).
+// Live bytes per allocation site at one step boundary (docs/pytorch.md).
 // A site here is the raw (stack, pystack, api) triple; the analysis merges
 // triples that symbolize to the same source site.
 struct SiteSample {

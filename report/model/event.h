@@ -40,7 +40,7 @@ constexpr std::string_view api_name(ApiId id) {
 }
 ApiId api_from_name(std::string_view name);  // ApiId::Unknown if not in the table
 
-// Report spelling of a family ("device", "stream-ordered", ...), DESIGN.md section 5.
+// Report spelling of a family ("device", "stream-ordered", ...), docs/report-format.md.
 std::string_view family_name(Family f);
 bool family_from_name(std::string_view s, Family &out);
 
@@ -84,7 +84,7 @@ struct Event {
 };
 static_assert(sizeof(Event) == 56, "keep Event compact");
 
-// Where a leak was found (DESIGN.md section 5, leaks[].detected_at).
+// Where a leak was found (docs/report-format.md, leaks[].detected_at).
 enum class DetectedAt : uint8_t { Exit, ContextTeardown };
 
 }  // namespace torchseal

@@ -1,4 +1,4 @@
-// The report as written to P.json (DESIGN.md section 5). It is the exchange
+// The report as written to P.json (docs/report-format.md). It is the exchange
 // format between analyze(), the JSON/text writers and the JSON reader, so it
 // holds the report spelling (strings) rather than enums: a report read back
 // from disk round-trips exactly, whatever produced it.

@@ -1,7 +1,7 @@
 // `torchseal export --memory-viz`: a .tseal history as a PyTorch memory
 // snapshot (the pickle that pytorch.org/memory_viz and torch/cuda/_memory_viz.py
-// open). The format and the viewer's constraints are in
-// /work/shared/reference/memory-viz.md; the mapping chosen here:
+// open). The viewer's unpickler limits are in pickle_writer.h; the
+// mapping chosen here:
 //
 //   * Each allocation is one segment holding one block of its full size:
 //     `segment_alloc` then `alloc`. Each free is `free_requested`,

@@ -329,7 +329,7 @@ void read_report(const json &j, Report &r) {
     r.ooms.push_back(std::move(x));
   }
 
-  // Extra key (not in the section 5 contract): optional on input.
+  // Extra key (not in the base schema of docs/report-format.md): optional on input.
   if (auto su = j.find("suppressions_used"); su != j.end()) {
     if (!su->is_array()) fail("suppressions_used", "expected an array");
     for (size_t i = 0; i < su->size(); ++i) {
@@ -452,7 +452,7 @@ std::string report_to_json(const Report &r) {
   j["invalid_frees"] = std::move(frees);
 
   // Extra key, only when a suppression matched: reports without
-  // suppressions stay byte-identical to the section 5 contract.
+  // suppressions stay byte-identical to the base schema.
   if (!r.suppressions_used.empty()) {
     ojson used = ojson::array();
     for (const SuppressionUse &u : r.suppressions_used) {

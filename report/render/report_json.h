@@ -1,5 +1,5 @@
 // P.json: write a Report, and read one back (for `torchseal report`, and
-// later check/diff/merge). The keys are the DESIGN.md section 5 contract.
+// later check/diff/merge). The keys are the contract in docs/report-format.md.
 #pragma once
 
 #include <string>

@@ -1,5 +1,5 @@
 // Interposers for the CUDA runtime's allocation and free entry points
-// (DESIGN.md section 2). Each one is thin: forward, then tell the recorder.
+// (docs/architecture.md, "Coverage"). Each one is thin: forward, then tell the recorder.
 // Frees are reported *before* forwarding so the address cannot be handed out
 // again in between; a free that then fails is undone.
 #include <cuda_runtime_api.h>

@@ -1,4 +1,4 @@
-// The public C API (DESIGN.md section 6). Safe to call at any time, from any
+// The public C API (README.md, "Quick start"). Safe to call at any time, from any
 // thread, including before the first CUDA call (then they do nothing).
 #include "shim/core/counters.h"
 #include "shim/runtime/lifecycle.h"

@@ -1,4 +1,4 @@
-// TORCHSEAL_* settings (DESIGN.md section 3). Every value is validated; the
+// TORCHSEAL_* settings (docs/configuration.md). Every value is validated; the
 // first bad one makes parse_config() fail with a one-line message naming the
 // variable and the accepted values, and the shim then stays inert.
 #pragma once

@@ -1,6 +1,6 @@
 """helper_check.py absent|present HELPER_DIR EXAMPLES_DIR
 
-Checks the `torchseal` helper module's contract (DESIGN.md section 6):
+Checks the `torchseal` helper module's contract (docs/pytorch.md):
 `absent`: no shim in the process, every function is a harmless no-op;
 `present`: under `torchseal run`, the helper comes from HELPER_DIR (on
 PYTHONPATH because the CLI put it there), is inert before the first CUDA

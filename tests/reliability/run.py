@@ -387,7 +387,7 @@ def scenario_disk_full(args):
 
 
 def scenario_unwritable_fallback(args):
-    """An unwritable output directory falls back to $TMPDIR (DESIGN.md s.3)."""
+    """An unwritable output directory falls back to $TMPDIR (docs/report-format.md)."""
     prog = binary("crash_points")
     check = Checker("unwritable-fallback")
     with tempfile.TemporaryDirectory(prefix="tseal-rel-") as tmp:

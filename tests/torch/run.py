@@ -435,7 +435,7 @@ def scenario_dataloader():
 # shim is fixed, and then meson reports an unexpected pass.
 def scenario_replay_segments():
     """`torchseal report P.tseal` must give the in-process report's verdict
-    (DESIGN: one analysis, same leak set). In segments mode the in-process
+    (docs/architecture.md: one analysis, same leak set). In segments mode the in-process
     report calls the caching allocator's segments cached_bytes; the replay
     calls them leaks, because the torch-mode decision
     (torch_caching_allocator_in_use: libc10_cuda.so mapped, no
@@ -460,7 +460,7 @@ def scenario_replay_segments():
 
 def scenario_pinned_cache_tensors():
     """PyTorch's pinned-host cache (cudaHostAlloc from CachingHostAllocator,
-    e.g. for .item()) is not a user leak in a PyTorch process (DESIGN 5),
+    e.g. for .item()) is not a user leak in a PyTorch process (docs/pytorch.md),
     in tensors mode too; today tensors mode reports it as a leak."""
     py = prerequisites()
     with tempfile.TemporaryDirectory(prefix="tseal-torch-") as tmp:

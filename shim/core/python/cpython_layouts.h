@@ -1,7 +1,7 @@
 // Byte offsets into CPython's thread states, frames, code objects and strings
 // for each supported minor version (x86-64/aarch64 Linux, default GIL build).
 // The 3.11+ frame structs are internal to CPython, so these come from the
-// version's headers (see /work/shared/reference/cpython-frames.md); 3.13 and
+// version's headers (Include/internal/pycore_frame.h and friends); 3.13 and
 // later publish _Py_DebugOffsets, which validate_debug_offsets() checks our
 // table against, so a mismatching build is refused instead of misread.
 #pragma once
