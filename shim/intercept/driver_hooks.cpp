@@ -18,12 +18,11 @@
 #include "shim/intercept/driver_api.h"
 #include "shim/runtime/lifecycle.h"
 #include "shim/runtime/log.h"
-#include "shim/core/recorder.h"
+#include "shim/intercept/hook_through.h"
 
 using torchseal::ApiId;
-using torchseal::Family;
+using torchseal::CallArgs;
 using torchseal::HookScope;
-using torchseal::recorder;
 
 namespace torchseal {
 
@@ -172,238 +171,186 @@ Fn real_of(ApiId id) {
   return reinterpret_cast<Fn>(real_driver_function(id));
 }
 
-void after_alloc(const HookScope &scope, CUresult rc, ApiId api, Family fam, uint64_t addr,
-                 size_t bytes, CUstream stream) {
+// The device and context are asked only for an event (the device only when
+// the call does not name one). Scalar parameters: the CallArgs lives only in
+// here, in registers.
+void report_alloc(const HookScope &scope, ApiId api, CUresult rc, uint64_t addr, uint64_t bytes,
+                  CUstream stream = nullptr, int device = -1) {
   if (!scope.record()) return;
-  if (rc == CUDA_SUCCESS && addr) {
-    recorder().on_alloc(api, fam, addr, bytes, current_device(), reinterpret_cast<uint64_t>(stream),
-                        current_context_id());
-  } else if (rc == CUDA_ERROR_OUT_OF_MEMORY) {
-    recorder().on_oom(api, fam, bytes, current_device());
-  }
+  CallArgs c = call_args(api, addr, bytes, reinterpret_cast<uint64_t>(stream), result_of(rc));
+  if (!records_alloc(c)) return;
+  c.device = device >= 0 ? device : current_device();
+  c.context = current_context_id();
+  record_alloc(c);
 }
 
+// Allocations of the requested size returning a CUdeviceptr.
 template <typename Forward>
-CUresult free_through(ApiId api, Family fam, uint64_t addr, CUstream stream, Forward forward) {
+CUresult alloc_through(ApiId api, CUdeviceptr *dptr, size_t bytesize, CUstream stream,
+                       Forward forward) {
   HookScope scope;
-  if (!scope.record() || !addr) return forward();
-  auto token = recorder().on_free(api, fam, addr, reinterpret_cast<uint64_t>(stream));
   CUresult rc = forward();
-  if (rc != CUDA_SUCCESS) recorder().undo_free(token);
+  report_alloc(scope, api, rc, dptr ? *dptr : 0, bytesize, stream);
   return rc;
 }
 
-// The primary context dies only when its last reference goes: ask the
-// driver afterwards whether it is still active.
-void teardown_if_primary_inactive(ApiId api, CUdevice dev) {
-  auto f = driver_queries().primary_ctx_get_state;
-  unsigned int flags = 0;
-  int active = 1;
-  if (f && f(dev, &flags, &active) == CUDA_SUCCESS && !active) recorder().on_teardown(api, dev, 0);
+// Pinned host allocations returning a host pointer.
+template <typename Forward>
+CUresult host_alloc_through(ApiId api, void **pp, size_t bytesize, Forward forward) {
+  HookScope scope;
+  CUresult rc = forward();
+  report_alloc(scope, api, rc, pp ? reinterpret_cast<uint64_t>(*pp) : 0, bytesize);
+  return rc;
+}
+
+// VMM address-space calls: timeline only.
+template <typename Forward>
+CUresult vmm_range_through(CallArgs c, Forward forward) {
+  HookScope scope;
+  CUresult rc = forward();
+  c.result = result_of(rc);
+  if (scope.record()) record_vmm_range(c);
+  return rc;
 }
 
 }  // namespace
 }  // namespace torchseal
 
-using torchseal::after_alloc;
+using torchseal::alloc_through;
+using torchseal::call_args;
 using torchseal::free_through;
+using torchseal::host_alloc_through;
 using torchseal::real_of;
+using torchseal::teardown_through;
+using torchseal::vmm_range_through;
 
 #define TS_EXPORT extern "C" __attribute__((visibility("default")))
 #define TS_MISSING CUDA_ERROR_NOT_INITIALIZED
+#define TS_DRV_REAL(fn)                                  \
+  auto real = real_of<decltype(&fn)>(ApiId::fn);         \
+  if (!real) return TS_MISSING
 
-TS_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
-  auto real = real_of<decltype(&cuMemAlloc_v2)>(ApiId::cuMemAlloc_v2);
-  if (!real) return TS_MISSING;
-  HookScope scope;
-  CUresult rc = real(dptr, bytesize);
-  after_alloc(scope, rc, ApiId::cuMemAlloc_v2, Family::Device, dptr ? *dptr : 0, bytesize, nullptr);
-  return rc;
-}
+// Allocations of the requested `bytesize` returned through `dptr`:
+// (name, stream, (parameters), (arguments)).
+#define TS_DRV_SIZED_ALLOC(fn, stream, params, args)                                      \
+  TS_EXPORT CUresult fn params {                                                          \
+    TS_DRV_REAL(fn);                                                                      \
+    return alloc_through(ApiId::fn, dptr, bytesize, stream, [&] { return real args; });   \
+  }
+TS_DRV_SIZED_ALLOC(cuMemAlloc_v2, nullptr, (CUdeviceptr *dptr, size_t bytesize), (dptr, bytesize))
+TS_DRV_SIZED_ALLOC(cuMemAllocAsync, hStream, (CUdeviceptr *dptr, size_t bytesize, CUstream hStream),
+                   (dptr, bytesize, hStream))
+TS_DRV_SIZED_ALLOC(cuMemAllocAsync_ptsz, hStream,
+                   (CUdeviceptr *dptr, size_t bytesize, CUstream hStream), (dptr, bytesize, hStream))
+TS_DRV_SIZED_ALLOC(cuMemAllocFromPoolAsync, hStream,
+                   (CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream),
+                   (dptr, bytesize, pool, hStream))
+TS_DRV_SIZED_ALLOC(cuMemAllocFromPoolAsync_ptsz, hStream,
+                   (CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream),
+                   (dptr, bytesize, pool, hStream))
+TS_DRV_SIZED_ALLOC(cuMemAllocManaged, nullptr,
+                   (CUdeviceptr *dptr, size_t bytesize, unsigned int flags), (dptr, bytesize, flags))
+#undef TS_DRV_SIZED_ALLOC
 
 TS_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
                                       size_t Height, unsigned int ElementSizeBytes) {
-  auto real = real_of<decltype(&cuMemAllocPitch_v2)>(ApiId::cuMemAllocPitch_v2);
-  if (!real) return TS_MISSING;
+  TS_DRV_REAL(cuMemAllocPitch_v2);
   HookScope scope;
   CUresult rc = real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
-  size_t bytes = (rc == CUDA_SUCCESS && pPitch) ? *pPitch * Height : WidthInBytes * Height;
-  after_alloc(scope, rc, ApiId::cuMemAllocPitch_v2, Family::Device, dptr ? *dptr : 0, bytes,
-              nullptr);
-  return rc;
-}
-
-TS_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
-  auto real = real_of<decltype(&cuMemFree_v2)>(ApiId::cuMemFree_v2);
-  if (!real) return TS_MISSING;
-  return free_through(ApiId::cuMemFree_v2, Family::Device, dptr, nullptr, [&] { return real(dptr); });
-}
-
-#define TS_DRV_ASYNC_ALLOC(fn)                                                           \
-  TS_EXPORT CUresult fn(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {           \
-    auto real = real_of<decltype(&fn)>(ApiId::fn);                                       \
-    if (!real) return TS_MISSING;                                                        \
-    HookScope scope;                                                                     \
-    CUresult rc = real(dptr, bytesize, hStream);                                         \
-    after_alloc(scope, rc, ApiId::fn, Family::StreamOrdered, dptr ? *dptr : 0, bytesize, \
-                hStream);                                                                \
-    return rc;                                                                           \
-  }
-TS_DRV_ASYNC_ALLOC(cuMemAllocAsync)
-TS_DRV_ASYNC_ALLOC(cuMemAllocAsync_ptsz)
-
-#define TS_DRV_POOL_ALLOC(fn)                                                                 \
-  TS_EXPORT CUresult fn(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream) { \
-    auto real = real_of<decltype(&fn)>(ApiId::fn);                                            \
-    if (!real) return TS_MISSING;                                                             \
-    HookScope scope;                                                                          \
-    CUresult rc = real(dptr, bytesize, pool, hStream);                                        \
-    after_alloc(scope, rc, ApiId::fn, Family::StreamOrdered, dptr ? *dptr : 0, bytesize,      \
-                hStream);                                                                     \
-    return rc;                                                                                \
-  }
-TS_DRV_POOL_ALLOC(cuMemAllocFromPoolAsync)
-TS_DRV_POOL_ALLOC(cuMemAllocFromPoolAsync_ptsz)
-
-#define TS_DRV_ASYNC_FREE(fn)                                                          \
-  TS_EXPORT CUresult fn(CUdeviceptr dptr, CUstream hStream) {                         \
-    auto real = real_of<decltype(&fn)>(ApiId::fn);                                     \
-    if (!real) return TS_MISSING;                                                      \
-    return free_through(ApiId::fn, Family::StreamOrdered, dptr, hStream,               \
-                        [&] { return real(dptr, hStream); });                          \
-  }
-TS_DRV_ASYNC_FREE(cuMemFreeAsync)
-TS_DRV_ASYNC_FREE(cuMemFreeAsync_ptsz)
-
-TS_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags) {
-  auto real = real_of<decltype(&cuMemAllocManaged)>(ApiId::cuMemAllocManaged);
-  if (!real) return TS_MISSING;
-  HookScope scope;
-  CUresult rc = real(dptr, bytesize, flags);
-  after_alloc(scope, rc, ApiId::cuMemAllocManaged, Family::Managed, dptr ? *dptr : 0, bytesize,
-              nullptr);
+  uint64_t bytes = torchseal::pitched_bytes(rc == CUDA_SUCCESS, pPitch, WidthInBytes, Height);
+  torchseal::report_alloc(scope, ApiId::cuMemAllocPitch_v2, rc, dptr ? *dptr : 0, bytes);
   return rc;
 }
 
 TS_EXPORT CUresult cuMemAllocHost_v2(void **pp, size_t bytesize) {
-  auto real = real_of<decltype(&cuMemAllocHost_v2)>(ApiId::cuMemAllocHost_v2);
-  if (!real) return TS_MISSING;
-  HookScope scope;
-  CUresult rc = real(pp, bytesize);
-  after_alloc(scope, rc, ApiId::cuMemAllocHost_v2, Family::HostPinned,
-              pp ? reinterpret_cast<uint64_t>(*pp) : 0, bytesize, nullptr);
-  return rc;
+  TS_DRV_REAL(cuMemAllocHost_v2);
+  return host_alloc_through(ApiId::cuMemAllocHost_v2, pp, bytesize,
+                            [&] { return real(pp, bytesize); });
 }
 
 TS_EXPORT CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags) {
-  auto real = real_of<decltype(&cuMemHostAlloc)>(ApiId::cuMemHostAlloc);
-  if (!real) return TS_MISSING;
-  HookScope scope;
-  CUresult rc = real(pp, bytesize, Flags);
-  after_alloc(scope, rc, ApiId::cuMemHostAlloc, Family::HostPinned,
-              pp ? reinterpret_cast<uint64_t>(*pp) : 0, bytesize, nullptr);
-  return rc;
+  TS_DRV_REAL(cuMemHostAlloc);
+  return host_alloc_through(ApiId::cuMemHostAlloc, pp, bytesize,
+                            [&] { return real(pp, bytesize, Flags); });
 }
 
-TS_EXPORT CUresult cuMemFreeHost(void *p) {
-  auto real = real_of<decltype(&cuMemFreeHost)>(ApiId::cuMemFreeHost);
-  if (!real) return TS_MISSING;
-  return free_through(ApiId::cuMemFreeHost, Family::HostPinned, reinterpret_cast<uint64_t>(p),
-                      nullptr, [&] { return real(p); });
-}
+// Frees of `addr`: (name, addr, stream, (parameters), (arguments)).
+#define TS_DRV_FREE(fn, addr, stream, params, args)                                        \
+  TS_EXPORT CUresult fn params {                                                           \
+    TS_DRV_REAL(fn);                                                                       \
+    return free_through(call_args(ApiId::fn, addr, 0, reinterpret_cast<uint64_t>(stream)), \
+                        [&] { return real args; });                                        \
+  }
+TS_DRV_FREE(cuMemFree_v2, dptr, nullptr, (CUdeviceptr dptr), (dptr))
+TS_DRV_FREE(cuMemFreeAsync, dptr, hStream, (CUdeviceptr dptr, CUstream hStream), (dptr, hStream))
+TS_DRV_FREE(cuMemFreeAsync_ptsz, dptr, hStream, (CUdeviceptr dptr, CUstream hStream),
+            (dptr, hStream))
+TS_DRV_FREE(cuMemFreeHost, reinterpret_cast<uint64_t>(p), nullptr, (void *p), (p))
+// VMM: a handle's release ends our responsibility for it (see cuMemCreate).
+TS_DRV_FREE(cuMemRelease, handle, nullptr, (CUmemGenericAllocationHandle handle), (handle))
+#undef TS_DRV_FREE
 
 // VMM: the leak unit is the physical allocation handle. A handle released
 // while still mapped is not a leak (the driver frees it at the last unmap),
 // so release ends our responsibility for it whatever its mappings.
 TS_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
                                const CUmemAllocationProp *prop, unsigned long long flags) {
-  auto real = real_of<decltype(&cuMemCreate)>(ApiId::cuMemCreate);
-  if (!real) return TS_MISSING;
+  TS_DRV_REAL(cuMemCreate);
   HookScope scope;
   CUresult rc = real(handle, size, prop, flags);
-  if (scope.record()) {
-    int dev = (prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE) ? prop->location.id
-                                                                            : torchseal::current_device();
-    if (rc == CUDA_SUCCESS && handle)
-      recorder().on_alloc(ApiId::cuMemCreate, Family::Vmm, *handle, size, dev, 0,
-                          torchseal::current_context_id());
-    else if (rc == CUDA_ERROR_OUT_OF_MEMORY)
-      recorder().on_oom(ApiId::cuMemCreate, Family::Vmm, size, dev);
-  }
+  torchseal::report_alloc(scope, ApiId::cuMemCreate, rc, handle ? *handle : 0, size, nullptr,
+                          torchseal::vmm_create_device(prop));
   return rc;
-}
-
-TS_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
-  auto real = real_of<decltype(&cuMemRelease)>(ApiId::cuMemRelease);
-  if (!real) return TS_MISSING;
-  return free_through(ApiId::cuMemRelease, Family::Vmm, handle, nullptr,
-                      [&] { return real(handle); });
 }
 
 TS_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
                             CUmemGenericAllocationHandle handle, unsigned long long flags) {
-  auto real = real_of<decltype(&cuMemMap)>(ApiId::cuMemMap);
-  if (!real) return TS_MISSING;
-  HookScope scope;
-  CUresult rc = real(ptr, size, offset, handle, flags);
-  if (scope.record() && rc == CUDA_SUCCESS) recorder().on_vmm_range(torchseal::Op::Map, ptr, size, handle);
-  return rc;
+  TS_DRV_REAL(cuMemMap);
+  CallArgs c = call_args(ApiId::cuMemMap, ptr, size);
+  c.handle = handle;
+  return vmm_range_through(c, [&] { return real(ptr, size, offset, handle, flags); });
 }
 
 TS_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
-  auto real = real_of<decltype(&cuMemUnmap)>(ApiId::cuMemUnmap);
-  if (!real) return TS_MISSING;
-  HookScope scope;
-  CUresult rc = real(ptr, size);
-  if (scope.record() && rc == CUDA_SUCCESS) recorder().on_vmm_range(torchseal::Op::Unmap, ptr, size, 0);
-  return rc;
+  TS_DRV_REAL(cuMemUnmap);
+  return vmm_range_through(call_args(ApiId::cuMemUnmap, ptr, size), [&] { return real(ptr, size); });
 }
 
 TS_EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment,
                                        CUdeviceptr addr, unsigned long long flags) {
-  auto real = real_of<decltype(&cuMemAddressReserve)>(ApiId::cuMemAddressReserve);
-  if (!real) return TS_MISSING;
+  TS_DRV_REAL(cuMemAddressReserve);
   HookScope scope;
   CUresult rc = real(ptr, size, alignment, addr, flags);
   if (scope.record() && rc == CUDA_SUCCESS && ptr)
-    recorder().on_vmm_range(torchseal::Op::Reserve, *ptr, size, 0);
+    torchseal::record_vmm_range(call_args(ApiId::cuMemAddressReserve, *ptr, size));
   return rc;
 }
 
 TS_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
-  auto real = real_of<decltype(&cuMemAddressFree)>(ApiId::cuMemAddressFree);
-  if (!real) return TS_MISSING;
-  HookScope scope;
-  CUresult rc = real(ptr, size);
-  if (scope.record() && rc == CUDA_SUCCESS) recorder().on_vmm_range(torchseal::Op::Unreserve, ptr, size, 0);
-  return rc;
+  TS_DRV_REAL(cuMemAddressFree);
+  return vmm_range_through(call_args(ApiId::cuMemAddressFree, ptr, size),
+                           [&] { return real(ptr, size); });
 }
 
 TS_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
-  auto real = real_of<decltype(&cuCtxDestroy_v2)>(ApiId::cuCtxDestroy_v2);
-  if (!real) return TS_MISSING;
-  HookScope scope;
-  // Like CUPTI's CONTEXT_DESTROY_STARTING: collect before the driver frees.
-  if (scope.record()) recorder().on_teardown(ApiId::cuCtxDestroy_v2, -1, torchseal::context_id_of(ctx));
-  return real(ctx);
+  TS_DRV_REAL(cuCtxDestroy_v2);
+  CallArgs c = call_args(ApiId::cuCtxDestroy_v2);
+  c.context = torchseal::context_id_of(ctx);
+  return teardown_through(c, [&] { return real(ctx); });
 }
 
 TS_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
-  auto real = real_of<decltype(&cuDevicePrimaryCtxReset_v2)>(ApiId::cuDevicePrimaryCtxReset_v2);
-  if (!real) return TS_MISSING;
-  HookScope scope;
-  if (scope.record()) recorder().on_teardown(ApiId::cuDevicePrimaryCtxReset_v2, dev, 0);
-  return real(dev);
+  TS_DRV_REAL(cuDevicePrimaryCtxReset_v2);
+  CallArgs c = call_args(ApiId::cuDevicePrimaryCtxReset_v2);
+  c.device = dev;
+  return teardown_through(c, [&] { return real(dev); });
 }
 
 TS_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
-  auto real = real_of<decltype(&cuDevicePrimaryCtxRelease_v2)>(ApiId::cuDevicePrimaryCtxRelease_v2);
-  if (!real) return TS_MISSING;
-  HookScope scope;
-  CUresult rc = real(dev);
-  if (scope.record() && rc == CUDA_SUCCESS)
-    torchseal::teardown_if_primary_inactive(ApiId::cuDevicePrimaryCtxRelease_v2, dev);
-  return rc;
+  TS_DRV_REAL(cuDevicePrimaryCtxRelease_v2);
+  CallArgs c = call_args(ApiId::cuDevicePrimaryCtxRelease_v2);
+  c.device = dev;
+  return teardown_through(c, [&] { return real(dev); });
 }
 
 // ---- cuGetProcAddress: hand out wrappers for the variant the driver chose ----

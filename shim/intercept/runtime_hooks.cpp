@@ -1,18 +1,18 @@
 // Interposers for the CUDA runtime's allocation and free entry points
-// (docs/architecture.md, "Coverage"). Each one is thin: forward, then tell the recorder.
-// Frees are reported *before* forwarding so the address cannot be handed out
-// again in between; a free that then fails is undone.
+// (docs/architecture.md, "Coverage"). Each one is thin: forward, then hand the call's
+// arguments to the core (hook_through.h; frees are reported before
+// forwarding).
 #include <cuda_runtime_api.h>
 
 #include "shim/intercept/driver_api.h"
-#include "shim/runtime/lifecycle.h"
+#include "shim/intercept/hook_through.h"
 #include "shim/intercept/real_symbol.h"
-#include "shim/core/recorder.h"
 
 using torchseal::ApiId;
-using torchseal::Family;
+using torchseal::call_args;
+using torchseal::CallArgs;
+using torchseal::free_through;
 using torchseal::HookScope;
-using torchseal::recorder;
 
 // The per-thread-default-stream variants are exported by libcudart but only
 // declared under __CUDART_API_PER_THREAD_DEFAULT_STREAM.
@@ -33,46 +33,64 @@ int current_device() {
   return dev;
 }
 
-bool is_oom(cudaError_t e) { return e == cudaErrorMemoryAllocation; }
-
 cudaError_t missing() { return cudaErrorInitializationError; }
 
-void after_alloc(const HookScope &scope, cudaError_t rc, ApiId api, Family fam, const void *p,
-                 size_t bytes, cudaStream_t stream) {
+uint64_t u64(const void *p) { return reinterpret_cast<uint64_t>(p); }
+
+// The device is asked only for an event. Scalar parameters: the CallArgs
+// lives only in here, in registers.
+void report_alloc(const HookScope &scope, ApiId api, cudaError_t rc, const void *p,
+                  uint64_t bytes, cudaStream_t stream) {
   if (!scope.record()) return;
-  if (rc == cudaSuccess && p) {
-    recorder().on_alloc(api, fam, reinterpret_cast<uint64_t>(p), bytes, current_device(),
-                        reinterpret_cast<uint64_t>(stream), 0);
-  } else if (is_oom(rc)) {
-    recorder().on_oom(api, fam, bytes, current_device());
-  }
+  CallArgs c = call_args(api, u64(p), bytes, u64(stream), torchseal::result_of(rc));
+  if (!torchseal::records_alloc(c)) return;
+  c.device = current_device();
+  torchseal::record_alloc(c);
 }
 
+// Allocations whose size is the requested size.
 template <typename Forward>
-cudaError_t free_through(ApiId api, Family fam, void *p, cudaStream_t stream, Forward forward) {
+cudaError_t alloc_through(ApiId api, void **out, size_t size, cudaStream_t stream,
+                          Forward forward) {
   HookScope scope;
-  // A null free is a documented no-op, not an event.
-  if (!scope.record() || !p) return forward();
-  auto token = recorder().on_free(api, fam, reinterpret_cast<uint64_t>(p),
-                                  reinterpret_cast<uint64_t>(stream));
   cudaError_t rc = forward();
-  if (rc != cudaSuccess) recorder().undo_free(token);
+  report_alloc(scope, api, rc, out ? *out : nullptr, size, stream);
   return rc;
+}
+
+CallArgs free_args(ApiId api, void *p, cudaStream_t stream) {
+  return call_args(api, u64(p), 0, u64(stream));
 }
 
 }  // namespace
 
 extern "C" {
 
-__attribute__((visibility("default"))) cudaError_t cudaMalloc(void **devPtr, size_t size) {
-  TS_REAL(cudaMalloc);
-  if (!real) return missing();
-  HookScope scope;
-  cudaError_t rc = real(devPtr, size);
-  after_alloc(scope, rc, ApiId::cudaMalloc, Family::Device, devPtr ? *devPtr : nullptr, size,
-              nullptr);
-  return rc;
-}
+// Allocations of the requested `size` returned through `out`:
+// (name, out, stream, (parameters), (arguments)).
+#define TS_SIZED_ALLOC(fn, out, stream, params, args)                                     \
+  __attribute__((visibility("default"))) cudaError_t fn params {                          \
+    TS_REAL(fn);                                                                          \
+    if (!real) return missing();                                                          \
+    return alloc_through(ApiId::fn, out, size, stream, [&] { return real args; });        \
+  }
+TS_SIZED_ALLOC(cudaMalloc, devPtr, nullptr, (void **devPtr, size_t size), (devPtr, size))
+TS_SIZED_ALLOC(cudaMallocAsync, devPtr, hStream,
+               (void **devPtr, size_t size, cudaStream_t hStream), (devPtr, size, hStream))
+TS_SIZED_ALLOC(cudaMallocAsync_ptsz, devPtr, hStream,
+               (void **devPtr, size_t size, cudaStream_t hStream), (devPtr, size, hStream))
+TS_SIZED_ALLOC(cudaMallocFromPoolAsync, ptr, stream,
+               (void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream),
+               (ptr, size, memPool, stream))
+TS_SIZED_ALLOC(cudaMallocFromPoolAsync_ptsz, ptr, stream,
+               (void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream),
+               (ptr, size, memPool, stream))
+TS_SIZED_ALLOC(cudaMallocManaged, devPtr, nullptr,
+               (void **devPtr, size_t size, unsigned int flags), (devPtr, size, flags))
+TS_SIZED_ALLOC(cudaMallocHost, ptr, nullptr, (void **ptr, size_t size), (ptr, size))
+TS_SIZED_ALLOC(cudaHostAlloc, pHost, nullptr, (void **pHost, size_t size, unsigned int flags),
+               (pHost, size, flags))
+#undef TS_SIZED_ALLOC
 
 __attribute__((visibility("default"))) cudaError_t cudaMallocPitch(void **devPtr, size_t *pitch,
                                                                    size_t width, size_t height) {
@@ -80,9 +98,8 @@ __attribute__((visibility("default"))) cudaError_t cudaMallocPitch(void **devPtr
   if (!real) return missing();
   HookScope scope;
   cudaError_t rc = real(devPtr, pitch, width, height);
-  size_t bytes = (rc == cudaSuccess && pitch) ? *pitch * height : width * height;
-  after_alloc(scope, rc, ApiId::cudaMallocPitch, Family::Device, devPtr ? *devPtr : nullptr,
-              bytes, nullptr);
+  uint64_t bytes = torchseal::pitched_bytes(rc == cudaSuccess, pitch, width, height);
+  report_alloc(scope, ApiId::cudaMallocPitch, rc, devPtr ? *devPtr : nullptr, bytes, nullptr);
   return rc;
 }
 
@@ -92,110 +109,37 @@ __attribute__((visibility("default"))) cudaError_t cudaMalloc3D(cudaPitchedPtr *
   if (!real) return missing();
   HookScope scope;
   cudaError_t rc = real(pitchedDevPtr, extent);
-  size_t bytes = (rc == cudaSuccess && pitchedDevPtr)
-                     ? pitchedDevPtr->pitch * extent.height * extent.depth
-                     : extent.width * extent.height * extent.depth;
-  after_alloc(scope, rc, ApiId::cudaMalloc3D, Family::Device,
-              (rc == cudaSuccess && pitchedDevPtr) ? pitchedDevPtr->ptr : nullptr, bytes, nullptr);
+  bool ok = rc == cudaSuccess && pitchedDevPtr;
+  uint64_t bytes = torchseal::pitched_bytes(ok, ok ? &pitchedDevPtr->pitch : nullptr,
+                                            extent.width, extent.height * extent.depth);
+  report_alloc(scope, ApiId::cudaMalloc3D, rc, ok ? pitchedDevPtr->ptr : nullptr, bytes, nullptr);
   return rc;
 }
 
-__attribute__((visibility("default"))) cudaError_t cudaFree(void *devPtr) {
-  TS_REAL(cudaFree);
-  if (!real) return missing();
-  return free_through(ApiId::cudaFree, Family::Device, devPtr, nullptr,
-                      [&] { return real(devPtr); });
-}
-
-#define TS_ASYNC_ALLOC(fn)                                                               \
-  __attribute__((visibility("default"))) cudaError_t fn(void **devPtr, size_t size,      \
-                                                        cudaStream_t hStream) {          \
-    TS_REAL(fn);                                                                         \
-    if (!real) return missing();                                                         \
-    HookScope scope;                                                                     \
-    cudaError_t rc = real(devPtr, size, hStream);                                        \
-    after_alloc(scope, rc, ApiId::fn, Family::StreamOrdered, devPtr ? *devPtr : nullptr, \
-                size, hStream);                                                          \
-    return rc;                                                                           \
+// Frees of `p`: (name, p, stream, (parameters), (arguments)).
+#define TS_FREE(fn, p, stream, params, args)                                              \
+  __attribute__((visibility("default"))) cudaError_t fn params {                          \
+    TS_REAL(fn);                                                                          \
+    if (!real) return missing();                                                          \
+    return free_through(free_args(ApiId::fn, p, stream), [&] { return real args; });      \
   }
-TS_ASYNC_ALLOC(cudaMallocAsync)
-TS_ASYNC_ALLOC(cudaMallocAsync_ptsz)
-#undef TS_ASYNC_ALLOC
-
-#define TS_POOL_ALLOC(fn)                                                                  \
-  __attribute__((visibility("default"))) cudaError_t fn(void **ptr, size_t size,           \
-                                                        cudaMemPool_t memPool,             \
-                                                        cudaStream_t stream) {             \
-    TS_REAL(fn);                                                                           \
-    if (!real) return missing();                                                           \
-    HookScope scope;                                                                       \
-    cudaError_t rc = real(ptr, size, memPool, stream);                                     \
-    after_alloc(scope, rc, ApiId::fn, Family::StreamOrdered, ptr ? *ptr : nullptr, size,   \
-                stream);                                                                   \
-    return rc;                                                                             \
-  }
-TS_POOL_ALLOC(cudaMallocFromPoolAsync)
-TS_POOL_ALLOC(cudaMallocFromPoolAsync_ptsz)
-#undef TS_POOL_ALLOC
-
-#define TS_ASYNC_FREE(fn)                                                                  \
-  __attribute__((visibility("default"))) cudaError_t fn(void *devPtr, cudaStream_t hStream) { \
-    TS_REAL(fn);                                                                           \
-    if (!real) return missing();                                                           \
-    return free_through(ApiId::fn, Family::StreamOrdered, devPtr, hStream,                 \
-                        [&] { return real(devPtr, hStream); });                            \
-  }
-TS_ASYNC_FREE(cudaFreeAsync)
-TS_ASYNC_FREE(cudaFreeAsync_ptsz)
-#undef TS_ASYNC_FREE
-
-__attribute__((visibility("default"))) cudaError_t cudaMallocManaged(void **devPtr, size_t size,
-                                                                     unsigned int flags) {
-  TS_REAL(cudaMallocManaged);
-  if (!real) return missing();
-  HookScope scope;
-  cudaError_t rc = real(devPtr, size, flags);
-  after_alloc(scope, rc, ApiId::cudaMallocManaged, Family::Managed, devPtr ? *devPtr : nullptr,
-              size, nullptr);
-  return rc;
-}
-
-__attribute__((visibility("default"))) cudaError_t cudaMallocHost(void **ptr, size_t size) {
-  TS_REAL(cudaMallocHost);
-  if (!real) return missing();
-  HookScope scope;
-  cudaError_t rc = real(ptr, size);
-  after_alloc(scope, rc, ApiId::cudaMallocHost, Family::HostPinned, ptr ? *ptr : nullptr, size,
-              nullptr);
-  return rc;
-}
-
-__attribute__((visibility("default"))) cudaError_t cudaHostAlloc(void **pHost, size_t size,
-                                                                 unsigned int flags) {
-  TS_REAL(cudaHostAlloc);
-  if (!real) return missing();
-  HookScope scope;
-  cudaError_t rc = real(pHost, size, flags);
-  after_alloc(scope, rc, ApiId::cudaHostAlloc, Family::HostPinned, pHost ? *pHost : nullptr,
-              size, nullptr);
-  return rc;
-}
-
-__attribute__((visibility("default"))) cudaError_t cudaFreeHost(void *ptr) {
-  TS_REAL(cudaFreeHost);
-  if (!real) return missing();
-  return free_through(ApiId::cudaFreeHost, Family::HostPinned, ptr, nullptr,
-                      [&] { return real(ptr); });
-}
+TS_FREE(cudaFree, devPtr, nullptr, (void *devPtr), (devPtr))
+TS_FREE(cudaFreeAsync, devPtr, hStream, (void *devPtr, cudaStream_t hStream), (devPtr, hStream))
+TS_FREE(cudaFreeAsync_ptsz, devPtr, hStream, (void *devPtr, cudaStream_t hStream),
+        (devPtr, hStream))
+TS_FREE(cudaFreeHost, ptr, nullptr, (void *ptr), (ptr))
+#undef TS_FREE
 
 __attribute__((visibility("default"))) cudaError_t cudaDeviceReset(void) {
   TS_REAL(cudaDeviceReset);
   if (!real) return missing();
   HookScope scope;
-  // Collect before the driver tears the context down, like CUPTI's
-  // CONTEXT_DESTROY_STARTING: the leaks are the allocations it is about to drop.
-  if (scope.record())
-    recorder().on_teardown(ApiId::cudaDeviceReset, current_device(), 0);
+  // The device is asked only when recording.
+  if (scope.record()) {
+    CallArgs c = call_args(ApiId::cudaDeviceReset);
+    c.device = current_device();
+    if (torchseal::tears_down(c.api, torchseal::CallSite::Enter, c)) torchseal::record_teardown(c);
+  }
   return real();
 }
 

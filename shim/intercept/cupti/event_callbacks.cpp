@@ -9,7 +9,7 @@
 #include "shim/intercept/driver_api.h"
 #include "shim/runtime/lifecycle.h"
 #include "shim/intercept/cupti/param_decode.h"
-#include "shim/core/recorder.h"
+#include "shim/core/record_call.h"
 
 namespace torchseal {
 // The shim's lifecycle: the first event recorded in a process (a forked child
@@ -91,38 +91,37 @@ Family family_of(ApiId api, ApiId driver) {
   return f == Family::None ? api_info(driver).family : f;
 }
 
-CUresult result_of(const CUpti_CallbackData *cb) {
+CUresult return_value_of(const CUpti_CallbackData *cb) {
   return cb->functionReturnValue ? *static_cast<const CUresult *>(cb->functionReturnValue)
                                  : CUDA_SUCCESS;
 }
 
+// The driver call's arguments, reported under `api`.
+bool decode(ApiId drv, ApiId api, const CUpti_CallbackData *cb, CallResult r, CallArgs &a) {
+  a.api = api;
+  a.family = family_of(api, drv);
+  a.result = r;
+  return decode_driver_params(drv, cb->functionParams, r == CallResult::Ok, a);
+}
+
 void on_alloc_exit(ApiId drv, const CUpti_CallbackData *cb, CUresult rc) {
-  if (rc != CUDA_SUCCESS && rc != CUDA_ERROR_OUT_OF_MEMORY) return;
   CallArgs a;
-  if (!decode_driver_params(drv, cb->functionParams, rc == CUDA_SUCCESS, a)) return;
+  if (!decode(drv, user_api(drv), cb, result_of(rc), a) || !records_alloc(a)) return;
   if (!ensure_active()) return;
-  ApiId api = user_api(drv);
-  Family fam = family_of(api, drv);
-  int dev = a.device >= 0 ? a.device : device_of_context(cb->context);
-  if (rc == CUDA_SUCCESS && !a.addr) return;
+  if (a.device < 0) a.device = device_of_context(cb->context);
+  a.context = context_id_of(cb->context);
   // Before recording: a forked child's history file must exist for its first event.
   mark_recorded();
-  if (rc == CUDA_SUCCESS) {
-    recorder().on_alloc(api, fam, a.addr, a.size, dev, a.stream, context_id_of(cb->context));
-  } else {
-    recorder().on_oom(api, fam, a.size, dev);
-  }
+  record_alloc(a);
 }
 
 void on_free_enter(ApiId drv, const CUpti_CallbackData *cb) {
   if (cb->correlationData) *cb->correlationData = 0;
   CallArgs a;
-  if (!decode_driver_params(drv, cb->functionParams, false, a)) return;
-  if (!a.addr) return;  // free(NULL) is a no-op, not an event
+  if (!decode(drv, user_api(drv), cb, CallResult::Ok, a) || !records_free(a)) return;
   if (!ensure_active()) return;
-  ApiId api = user_api(drv);
   mark_recorded();
-  FreeToken tok = recorder().on_free(api, family_of(api, drv), a.addr, a.stream);
+  FreeToken tok = record_free(a);
   if (!tok.known || !cb->correlationData || t_free_depth >= kFreeSlots) return;
   t_free[t_free_depth] = tok;
   *cb->correlationData = kSlotTag | static_cast<uint64_t>(t_free_depth + 1);
@@ -136,7 +135,7 @@ void on_free_exit(const CUpti_CallbackData *cb, CUresult rc) {
   int idx = static_cast<int>(v & 0xffff) - 1;
   *cb->correlationData = 0;
   if (idx < 0 || idx >= t_free_depth) return;  // stale: the stack was unwound
-  if (rc != CUDA_SUCCESS) recorder().undo_free(t_free[idx]);
+  free_returned(t_free[idx], result_of(rc));
   // Pops this slot and any a missing exit left above it.
   t_free_depth = idx;
 }
@@ -144,17 +143,9 @@ void on_free_exit(const CUpti_CallbackData *cb, CUresult rc) {
 void on_vmm_exit(ApiId drv, const CUpti_CallbackData *cb, CUresult rc) {
   if (rc != CUDA_SUCCESS) return;
   CallArgs a;
-  if (!decode_driver_params(drv, cb->functionParams, true, a)) return;
+  if (!decode(drv, drv, cb, CallResult::Ok, a)) return;
   if (!ensure_active()) return;
-  Op op;
-  switch (api_info(drv).role) {
-    case Role::Map: op = Op::Map; break;
-    case Role::Unmap: op = Op::Unmap; break;
-    case Role::Reserve: op = Op::Reserve; break;
-    case Role::Unreserve: op = Op::Unreserve; break;
-    default: return;
-  }
-  recorder().on_vmm_range(op, a.addr, a.size, a.handle);
+  record_vmm_range(a);
 }
 
 // The recorder's on_teardown moves what it finds out of the live table, so
@@ -162,37 +153,16 @@ void on_vmm_exit(ApiId drv, const CUpti_CallbackData *cb, CUresult rc) {
 // CONTEXT_DESTROY_STARTING) finds nothing the second time: no double report.
 void on_teardown_call(ApiId drv, const CUpti_CallbackData *cb, bool enter, CUresult rc) {
   CallArgs a;
-  if (!decode_driver_params(drv, cb->functionParams, true, a)) return;
-  ApiId api = user_api(drv);
-  switch (drv) {
-    case ApiId::cuCtxDestroy_v2:
-      // Before the driver frees anything (like CONTEXT_DESTROY_STARTING).
-      if (enter && a.ctx && ensure_active())
-        recorder().on_teardown(api, -1, context_id_of(a.ctx));
-      return;
-    case ApiId::cuDevicePrimaryCtxReset_v2:
-      if (enter && a.device >= 0 && ensure_active()) recorder().on_teardown(api, a.device, 0);
-      return;
-    case ApiId::cuDevicePrimaryCtxRelease_v2: {
-      // The primary context dies with its last reference only.
-      if (enter || rc != CUDA_SUCCESS || a.device < 0) return;
-      auto state = driver_queries().primary_ctx_get_state;
-      unsigned int flags = 0;
-      int active = 1;
-      if (state && state(a.device, &flags, &active) == CUDA_SUCCESS && !active && ensure_active())
-        recorder().on_teardown(api, a.device, 0);
-      return;
-    }
-    default:
-      return;
-  }
+  if (!decode(drv, user_api(drv), cb, result_of(rc), a)) return;
+  if (tears_down(drv, enter ? CallSite::Enter : CallSite::Exit, a) && ensure_active())
+    record_teardown(a);
 }
 
 void on_driver(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
   ApiId drv = cbid_map().lookup(CUPTI_CB_DOMAIN_DRIVER_API, cbid, cb->functionName);
   if (drv == ApiId::Unknown) return;
   bool enter = cb->callbackSite == CUPTI_API_ENTER;
-  CUresult rc = enter ? CUDA_SUCCESS : result_of(cb);
+  CUresult rc = enter ? CUDA_SUCCESS : return_value_of(cb);
   switch (api_info(drv).role) {
     case Role::Alloc:
       if (!enter) on_alloc_exit(drv, cb, rc);

@@ -8,6 +8,8 @@
 #include <cuda.h>
 #include <generated_cuda_meta.h>
 
+#include "shim/core/context_id.h"
+
 namespace torchseal::cupti {
 namespace {
 
@@ -41,6 +43,14 @@ void async_free(const void *params, CallArgs &a) {
   a.stream = u64(p.hStream);
 }
 
+// VMM address ranges given as (ptr, size).
+template <typename P>
+void range(const void *params, CallArgs &a) {
+  const P &p = as<P>(params);
+  a.addr = p.ptr;
+  a.size = p.size;
+}
+
 }  // namespace
 
 bool decode_driver_params(ApiId id, const void *params, bool ok, CallArgs &a) {
@@ -61,8 +71,7 @@ bool decode_driver_params(ApiId id, const void *params, bool ok, CallArgs &a) {
     case ApiId::cuMemAllocPitch_v2: {
       const auto &p = as<cuMemAllocPitch_v2_params>(params);
       a.addr = (ok && p.dptr) ? *p.dptr : 0;
-      // The pitch the driver chose is what is really allocated per row.
-      a.size = (ok && p.pPitch) ? *p.pPitch * p.Height : p.WidthInBytes * p.Height;
+      a.size = pitched_bytes(ok, p.pPitch, p.WidthInBytes, p.Height);
       return true;
     }
     case ApiId::cuMemFree_v2: a.addr = as<cuMemFree_v2_params>(params).dptr; return true;
@@ -75,36 +84,25 @@ bool decode_driver_params(ApiId id, const void *params, bool ok, CallArgs &a) {
       const auto &p = as<cuMemCreate_params>(params);
       a.addr = (ok && p.handle) ? *p.handle : 0;
       a.size = p.size;
-      if (p.prop && p.prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE) a.device = p.prop->location.id;
+      a.device = vmm_create_device(p.prop);
       return true;
     }
     case ApiId::cuMemRelease: a.addr = as<cuMemRelease_params>(params).handle; return true;
-    case ApiId::cuMemMap: {
-      const auto &p = as<cuMemMap_params>(params);
-      a.addr = p.ptr;
-      a.size = p.size;
-      a.handle = p.handle;
+    case ApiId::cuMemMap:
+      range<cuMemMap_params>(params, a);
+      a.handle = as<cuMemMap_params>(params).handle;
       return true;
-    }
-    case ApiId::cuMemUnmap: {
-      const auto &p = as<cuMemUnmap_params>(params);
-      a.addr = p.ptr;
-      a.size = p.size;
-      return true;
-    }
+    case ApiId::cuMemUnmap: range<cuMemUnmap_params>(params, a); return true;
     case ApiId::cuMemAddressReserve: {
       const auto &p = as<cuMemAddressReserve_params>(params);
       a.addr = (ok && p.ptr) ? *p.ptr : 0;
       a.size = p.size;
       return true;
     }
-    case ApiId::cuMemAddressFree: {
-      const auto &p = as<cuMemAddressFree_params>(params);
-      a.addr = p.ptr;
-      a.size = p.size;
+    case ApiId::cuMemAddressFree: range<cuMemAddressFree_params>(params, a); return true;
+    case ApiId::cuCtxDestroy_v2:
+      a.context = context_id_of(as<cuCtxDestroy_v2_params>(params).ctx);
       return true;
-    }
-    case ApiId::cuCtxDestroy_v2: a.ctx = as<cuCtxDestroy_v2_params>(params).ctx; return true;
     case ApiId::cuDevicePrimaryCtxReset_v2:
       a.device = as<cuDevicePrimaryCtxReset_v2_params>(params).dev;
       return true;

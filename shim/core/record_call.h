@@ -1,0 +1,60 @@
+// The core entry points every backend calls with a filled CallArgs: which
+// calls are events is decided here, once. Inline, so the hooks' hot path
+// passes the fields in registers as before.
+#pragma once
+
+#include "shim/core/call_args.h"
+#include "shim/core/recorder.h"
+
+namespace torchseal {
+
+// An allocation call returned. A successful call that returned no memory
+// (a zero-byte request) and failures other than out-of-memory are no events.
+inline bool records_alloc(const CallArgs &c) {
+  return c.result == CallResult::Ok ? c.addr != 0 : c.result == CallResult::OutOfMemory;
+}
+
+// Call after records_alloc() said yes (a backend may have work to do in
+// between, such as asking for the device).
+inline void record_alloc(const CallArgs &c) {
+  if (c.result == CallResult::Ok)
+    recorder().on_alloc(c.api, c.family, c.addr, c.size, c.device, c.stream, c.context);
+  else
+    recorder().on_oom(c.api, c.family, c.size, c.device);
+}
+
+// A free of NULL is a documented no-op, not an event.
+inline bool records_free(const CallArgs &c) { return c.addr != 0; }
+
+// Called *before* the free is forwarded, so the address cannot be handed out
+// again by the driver in between; the token undoes it if the free fails.
+inline FreeToken record_free(const CallArgs &c) {
+  if (!records_free(c)) return {};
+  return recorder().on_free(c.api, c.family, c.addr, c.stream);
+}
+
+inline void free_returned(const FreeToken &t, CallResult r) {
+  if (r != CallResult::Ok) recorder().undo_free(t);
+}
+
+// VMM address-space calls (map, unmap, reserve, unreserve): timeline only,
+// and only when they succeeded.
+inline void record_vmm_range(const CallArgs &c) {
+  if (c.result != CallResult::Ok) return;
+  Op op;
+  switch (api_info(c.api).role) {
+    case Role::Map: op = Op::Map; break;
+    case Role::Unmap: op = Op::Unmap; break;
+    case Role::Reserve: op = Op::Reserve; break;
+    case Role::Unreserve: op = Op::Unreserve; break;
+    default: return;
+  }
+  recorder().on_vmm_range(op, c.addr, c.size, c.handle);
+}
+
+// Call after tears_down() said yes.
+inline void record_teardown(const CallArgs &c) {
+  recorder().on_teardown(c.api, c.device, c.context);
+}
+
+}  // namespace torchseal
