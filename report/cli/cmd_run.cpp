@@ -72,6 +72,65 @@ bool set_env(const char *name, const std::string &value, std::string &error) {
   return true;
 }
 
+// ---- the options made from the settings table ----
+
+// Help as it reads in `torchseal run --help`: a Choice starts with its
+// values; the variable, and a default that is not one of listed values, end it.
+std::string option_help(const settings::Spec &s) {
+  std::string help = s.help;
+  std::string tail = std::string(" (") + s.var;
+  if (s.kind == settings::Kind::Choice) {
+    help = settings::choice_list(s) + (help.empty() ? "" : ": " + help);
+  } else if (s.default_value) {
+    tail += std::string(", default ") + s.default_value;
+  }
+  return help + tail + ")";
+}
+
+void add_setting_options(CLI::App &cmd, RunOptions &opts) {
+  for (size_t i = 0; i < settings::kCount; ++i) {
+    const settings::Spec &s = settings::kTable[i];
+    if (!s.option) continue;
+    std::string &value = opts.setting_values[i];
+    CLI::Option *opt = nullptr;
+    switch (s.kind) {
+      case settings::Kind::Integer:
+        // Parsed as CLI11 parses an int, then set in decimal.
+        opt = cmd.add_option_function<int>(
+                     s.option, [&value](const int &n) { value = std::to_string(n); },
+                     option_help(s))
+                  ->check(CLI::Range(s.lo, s.hi));
+        break;
+      case settings::Kind::Choice:
+        opt = cmd.add_option(s.option, value, option_help(s))
+                  ->check(CLI::IsMember(settings::choice_names(s)));
+        break;
+      case settings::Kind::ReadableFile:
+        opt = cmd.add_option(s.option, value, option_help(s))->check(CLI::ExistingFile);
+        break;
+      default:
+        opt = cmd.add_option(s.option, value, option_help(s));
+        break;
+    }
+    if (&s == &settings::spec(settings::Id::torch)) {
+      cmd.add_flag_callback("--tensors", [&value] { value = "tensors"; },
+                            "same as --torch tensors: one allocation per tensor "
+                            "(PyTorch's cudaMallocAsync backend)")
+          ->excludes(opt);
+    }
+  }
+}
+
+// Sets the variable of every setting an option gave; `output` stands for
+// the --output value (--fail-on-leak picks one when it is not given).
+bool set_setting_variables(const RunOptions &opts, const std::string &output, std::string &error) {
+  for (size_t i = 0; i < settings::kCount; ++i) {
+    const std::string &value =
+        i == static_cast<size_t>(settings::Id::output) ? output : opts.setting_values[i];
+    if (!value.empty() && !set_env(settings::kTable[i].var, value, error)) return false;
+  }
+  return true;
+}
 
 // ---- the `torchseal` Python helper ----
 
@@ -257,7 +316,8 @@ int run_and_check(const RunOptions &opts, const std::string &tmpl) {
     return kExitOk;
   }
   GateFlags flags = opts.gate;
-  flags.suppressions = opts.suppressions;  // already applied in-process; idempotent
+  // Already applied in-process; idempotent.
+  flags.suppressions = opts.setting(settings::Id::suppressions);
   return check_reports(reports, flags);
 }
 
@@ -278,31 +338,7 @@ CLI::App *add_run_command(CLI::App &app, RunOptions &opts) {
       "  then --output must contain %p. When CMD succeeds, all those reports go through\n"
       "  `torchseal check` with --max-leaked-bytes, --max-growth-bytes-per-step,\n"
       "  --baseline, --junit and --suppressions.\n\n";
-  cmd->add_option("--output,-o", opts.output,
-                  "output prefix P; %p pid, %r rank, %h host, %t start time, %% literal "
-                  "(TORCHSEAL_OUTPUT, default torchseal-%p)");
-  cmd->add_option("--exit-code", opts.exit_code,
-                  "exit with N when leaks remain, like LSan's exitcode (TORCHSEAL_EXIT_CODE)")
-      ->check(CLI::Range(0, 255));
-  cmd->add_option("--backend", opts.backend, "auto, cupti or hooks (TORCHSEAL_BACKEND)")
-      ->check(CLI::IsMember({"auto", "cupti", "hooks"}));
-  cmd->add_option("--stack-depth", opts.stack_depth,
-                  "native frames kept per allocation (TORCHSEAL_STACK_DEPTH, default 64)")
-      ->check(CLI::Range(1, 1024));
-  cmd->add_option("--log", opts.log, "off, error, warn, info or debug (TORCHSEAL_LOG)")
-      ->check(CLI::IsMember({"off", "error", "warn", "info", "debug"}));
-  cmd->add_option("--python", opts.python, "auto or off: record Python frames (TORCHSEAL_PYTHON)")
-      ->check(CLI::IsMember({"auto", "off"}));
-  CLI::Option *torch_opt =
-      cmd->add_option("--torch", opts.torch, "segments or tensors (TORCHSEAL_TORCH)")
-          ->check(CLI::IsMember({"segments", "tensors"}));
-  cmd->add_flag_callback("--tensors", [&opts] { opts.torch = "tensors"; },
-                         "same as --torch tensors: one allocation per tensor "
-                         "(PyTorch's cudaMallocAsync backend)")
-      ->excludes(torch_opt);
-  cmd->add_option("--suppressions", opts.suppressions,
-                  "file of leak:PATTERN lines (TORCHSEAL_SUPPRESSIONS)")
-      ->check(CLI::ExistingFile);
+  add_setting_options(*cmd, opts);
   cmd->add_flag("--fail-on-leak", opts.fail_on_leak,
                "run CMD as a child, then `check` every report it wrote (with the limit "
                "options below)");
@@ -334,7 +370,7 @@ int run_command(const RunOptions &opts) {
   std::string preload = shim;
   if (const char *old = std::getenv("LD_PRELOAD"); old && *old) preload += std::string(":") + old;
 
-  std::string output = opts.output;
+  std::string output = opts.setting(settings::Id::output);
   if (opts.fail_on_leak) {
     if (output.empty()) {
       std::string dir;
@@ -350,15 +386,7 @@ int run_command(const RunOptions &opts) {
     }
   }
   bool ok = set_env("LD_PRELOAD", preload, error) &&
-            (output.empty() || set_env("TORCHSEAL_OUTPUT", output, error)) &&
-            (opts.exit_code < 0 || set_env("TORCHSEAL_EXIT_CODE", std::to_string(opts.exit_code), error)) &&
-            (opts.backend.empty() || set_env("TORCHSEAL_BACKEND", opts.backend, error)) &&
-            (opts.stack_depth < 0 || set_env("TORCHSEAL_STACK_DEPTH", std::to_string(opts.stack_depth), error)) &&
-            (opts.log.empty() || set_env("TORCHSEAL_LOG", opts.log, error)) &&
-            (opts.python.empty() || set_env("TORCHSEAL_PYTHON", opts.python, error)) &&
-            (opts.torch.empty() || set_env("TORCHSEAL_TORCH", opts.torch, error)) &&
-            (opts.suppressions.empty() || set_env("TORCHSEAL_SUPPRESSIONS", opts.suppressions, error)) &&
-            add_python_helper(shim, error);
+            set_setting_variables(opts, output, error) && add_python_helper(shim, error);
   if (!ok) {
     print_error(error);
     return kExitUnusable;

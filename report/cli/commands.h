@@ -2,7 +2,7 @@
 // given CLI11 app and returns the callback-run state it fills in.
 #pragma once
 
-#include <cstdint>
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 
 #include "report/model/report_model.h"
+#include "shim/runtime/settings.h"
 
 namespace torchseal::cli {
 
@@ -31,12 +32,15 @@ struct GateFlags {
 void add_gate_flags(CLI::App &cmd, GateFlags &flags, bool with_suppressions);
 
 struct RunOptions {
-  std::string output, backend, log, python, torch, suppressions;
+  // The options made from the settings table (shim/runtime/settings.def):
+  // the value each sets its TORCHSEAL_* variable to; empty when not given.
+  std::array<std::string, settings::kCount> setting_values;
   bool fail_on_leak = false;
   GateFlags gate;
-  int exit_code = -1;
-  int stack_depth = -1;
   std::vector<std::string> command;
+  const std::string &setting(settings::Id id) const {
+    return setting_values[static_cast<size_t>(id)];
+  }
 };
 CLI::App *add_run_command(CLI::App &app, RunOptions &opts);
 int run_command(const RunOptions &opts);  // without --fail-on-leak: returns only on failure

@@ -1,22 +1,15 @@
 #include "shim/runtime/config.h"
 
-#include <cerrno>
-#include <cstdlib>
 #include <cstring>
-#include <strings.h>
-#include <unistd.h>
-
-#include <regex>
+#include <type_traits>
 
 namespace torchseal {
 namespace {
 
-const char *env(const char *name) {
-  const char *v = secure_getenv(name);
-  return (v && *v) ? v : nullptr;
-}
+using settings::Id;
+using settings::Spec;
 
-std::string bad(const char *var, const char *value, const char *accepted) {
+std::string bad(const char *var, const char *value, const std::string &accepted) {
   std::string msg = "invalid ";
   msg += var;
   msg += "='";
@@ -31,161 +24,83 @@ std::string bad(const char *var, const char *value, const char *accepted) {
   return msg;
 }
 
-template <typename T, size_t N>
-bool pick(const char *value, const std::pair<const char *, T> (&choices)[N], T &out) {
-  for (const auto &c : choices)
-    if (strcasecmp(value, c.first) == 0) {
-      out = c.second;
-      return true;
-    }
-  return false;
+// One parser per settings::Kind, picked by the KIND column at compile time,
+// so a Config member whose type does not fit its kind does not compile.
+template <typename E>
+bool parse_Choice(const Spec &s, const char *text, E &out) {
+  static_assert(std::is_enum_v<E>, "a Choice setting is held in an enum");
+  int i = settings::choice_index(s, text);
+  if (i < 0) return false;
+  out = static_cast<E>(i);
+  return true;
+}
+
+bool parse_Integer(const Spec &s, const char *text, int &out) {
+  long n;
+  if (!settings::parse_int_in_range(text, s.lo, s.hi, n)) return false;
+  out = static_cast<int>(n);
+  return true;
+}
+
+bool parse_Seconds(const Spec &s, const char *text, double &out) {
+  return settings::parse_seconds(s, text, out);
+}
+
+bool parse_Signal(const Spec &, const char *text, int &out) {
+  return settings::parse_signal(text, out);
+}
+
+bool take_if(bool ok, const char *text, std::string &out) {
+  if (ok) out = text;
+  return ok;
+}
+bool parse_OutputTemplate(const Spec &s, const char *text, std::string &out) {
+  return take_if(settings::valid_output_template(s, text), text, out);
+}
+bool parse_Regex(const Spec &, const char *text, std::string &out) {
+  return take_if(settings::valid_regex(text), text, out);
+}
+bool parse_ReadableFile(const Spec &, const char *text, std::string &out) {
+  return take_if(settings::readable_file(text), text, out);
+}
+
+template <typename T>
+using Parser = bool (*)(const Spec &, const char *, T &);
+
+// The table's defaults are valid (tests/shim/test_config.cpp parses them).
+template <typename T>
+void take_default(Id id, Parser<T> parse, T &field) {
+  const Spec &s = settings::spec(id);
+  if (s.default_value) parse(s, s.default_value, field);
+}
+
+template <typename T>
+bool take_environment(Id id, Parser<T> parse, T &field, Config &c, std::string &error) {
+  const Spec &s = settings::spec(id);
+  const char *v = settings::from_environment(s);
+  if (!v) return true;
+  if (!parse(s, v, field)) {
+    error = bad(s.var, v, settings::accepted(s, v));
+    return false;
+  }
+  c.from_env |= 1u << static_cast<unsigned>(id);
+  return true;
 }
 
 }  // namespace
 
-bool parse_int_in_range(const char *text, long lo, long hi, long &out) {
-  if (!text || !*text) return false;
-  errno = 0;
-  char *end = nullptr;
-  long v = strtol(text, &end, 10);
-  if (errno != 0 || end == text || *end != '\0' || v < lo || v > hi) return false;
-  out = v;
-  return true;
-}
-
-bool parse_signal(const char *text, int &out) {
-  static const std::pair<const char *, int> kSignals[] = {
-      {"none", 0},       {"SIGUSR1", SIGUSR1}, {"SIGUSR2", SIGUSR2}, {"SIGHUP", SIGHUP},
-      {"SIGWINCH", SIGWINCH}, {"SIGURG", SIGURG}, {"SIGPROF", SIGPROF}, {"SIGTTIN", SIGTTIN},
-      {"SIGTTOU", SIGTTOU}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"HUP", SIGHUP},
-  };
-  if (pick(text, kSignals, out)) return true;
-  long n;
-  // Numeric signals are accepted too, but never ones we must not catch.
-  if (parse_int_in_range(text, 1, 64, n) && n != SIGKILL && n != SIGSTOP && n != SIGSEGV &&
-      n != SIGBUS && n != SIGFPE && n != SIGILL && n != SIGABRT) {
-    out = static_cast<int>(n);
-    return true;
-  }
-  return false;
-}
-
 bool parse_config(Config &c, std::string &error) {
-  // TORCHSEAL_LOG first, so the other errors honour it.
-  if (const char *v = env("TORCHSEAL_LOG")) {
-    static const std::pair<const char *, log::Level> kLevels[] = {
-        {"off", log::Level::Off},   {"error", log::Level::Error}, {"warn", log::Level::Warn},
-        {"warning", log::Level::Warn}, {"info", log::Level::Info}, {"debug", log::Level::Debug}};
-    if (!pick(v, kLevels, c.log_level)) {
-      error = bad("TORCHSEAL_LOG", v, "off, error, warn, info, debug");
-      return false;
-    }
-  }
-  if (const char *v = env("TORCHSEAL_OUTPUT")) {
-    // Validated fully by the template expander; reject what can never work.
-    if (strlen(v) >= 3000) {
-      error = bad("TORCHSEAL_OUTPUT", v, "a path prefix shorter than 3000 bytes");
-      return false;
-    }
-    const char *p = v;
-    for (; *p; ++p)
-      if (*p == '%') {
-        ++p;
-        if (!*p || !strchr("prht%", *p)) {
-          error = bad("TORCHSEAL_OUTPUT", v, "a path prefix with %p %r %h %t %% placeholders");
-          return false;
-        }
-      }
-    c.output = v;
-    c.output_from_env = true;
-  }
-  if (const char *v = env("TORCHSEAL_BACKEND")) {
-    static const std::pair<const char *, Backend> kBackends[] = {
-        {"auto", Backend::Auto}, {"cupti", Backend::Cupti}, {"hooks", Backend::Hooks}};
-    if (!pick(v, kBackends, c.backend)) {
-      error = bad("TORCHSEAL_BACKEND", v, "auto, cupti, hooks");
-      return false;
-    }
-  }
-  if (const char *v = env("TORCHSEAL_EXIT_CODE")) {
-    long n;
-    if (!parse_int_in_range(v, 0, 255, n)) {
-      error = bad("TORCHSEAL_EXIT_CODE", v, "an integer 0..255");
-      return false;
-    }
-    c.exit_code = static_cast<int>(n);
-  }
-  if (const char *v = env("TORCHSEAL_STACK_DEPTH")) {
-    long n;
-    if (!parse_int_in_range(v, 1, 256, n)) {
-      error = bad("TORCHSEAL_STACK_DEPTH", v, "an integer 1..256");
-      return false;
-    }
-    c.stack_depth = static_cast<int>(n);
-  }
-  if (const char *v = env("TORCHSEAL_PYTHON")) {
-    static const std::pair<const char *, bool> kPy[] = {{"auto", true}, {"off", false}};
-    if (!pick(v, kPy, c.python)) {
-      error = bad("TORCHSEAL_PYTHON", v, "auto, off");
-      return false;
-    }
-  }
-  if (const char *v = env("TORCHSEAL_UNWIND")) {
-    static const std::pair<const char *, UnwindMode> kUnwind[] = {
-        {"fast", UnwindMode::Fast}, {"libunwind", UnwindMode::Libunwind},
-        {"check", UnwindMode::Check}};
-    if (!pick(v, kUnwind, c.unwind)) {
-      error = bad("TORCHSEAL_UNWIND", v, "fast, libunwind, check");
-      return false;
-    }
-  }
-  if (const char *v = env("TORCHSEAL_TORCH")) {
-    static const std::pair<const char *, TorchMode> kTorch[] = {
-        {"segments", TorchMode::Segments}, {"tensors", TorchMode::Tensors}};
-    if (!pick(v, kTorch, c.torch)) {
-      error = bad("TORCHSEAL_TORCH", v, "segments, tensors");
-      return false;
-    }
-  }
-  if (const char *v = env("TORCHSEAL_STEP_RANGE")) {
-    try {
-      std::regex probe(v, std::regex::ECMAScript);
-    } catch (const std::regex_error &) {
-      error = bad("TORCHSEAL_STEP_RANGE", v, "an ECMAScript regular expression");
-      return false;
-    }
-    c.step_range = v;
-  }
-  if (const char *v = env("TORCHSEAL_STEP_SECONDS")) {
-    char *end = nullptr;
-    errno = 0;
-    double d = strtod(v, &end);
-    if (errno || end == v || *end || !(d > 0) || d > 86400) {
-      error = bad("TORCHSEAL_STEP_SECONDS", v, "a number of seconds in (0, 86400]");
-      return false;
-    }
-    c.step_seconds = d;
-  }
-  if (const char *v = env("TORCHSEAL_SIGNAL")) {
-    if (!parse_signal(v, c.dump_signal)) {
-      error = bad("TORCHSEAL_SIGNAL", v, "none, SIGUSR1, SIGUSR2, SIGHUP, ... or a signal number");
-      return false;
-    }
-  }
-  if (const char *v = env("TORCHSEAL_SUPPRESSIONS")) {
-    if (access(v, R_OK) != 0) {
-      error = bad("TORCHSEAL_SUPPRESSIONS", v, "a readable suppressions file");
-      return false;
-    }
-    c.suppressions = v;
-  }
-  if (const char *v = env("TORCHSEAL_CUPTI_PATH")) {
-    if (access(v, R_OK) != 0) {
-      error = bad("TORCHSEAL_CUPTI_PATH", v, "a readable libcupti shared object");
-      return false;
-    }
-    c.cupti_path = v;
-  }
+  c.from_env = 0;
+#define TORCHSEAL_SETTING(FIELD, VAR, KIND, ...) take_default(Id::FIELD, parse_##KIND, c.FIELD);
+#include "shim/runtime/settings.def"
+  // TORCHSEAL_LOG first, so the messages about the others honour it.
+  if (!take_environment(Id::log_level, parse_Choice<log::Level>, c.log_level, c, error))
+    return false;
+#define TORCHSEAL_SETTING(FIELD, VAR, KIND, ...)                   \
+  if (Id::FIELD != Id::log_level &&                                \
+      !take_environment(Id::FIELD, parse_##KIND, c.FIELD, c, error)) \
+    return false;
+#include "shim/runtime/settings.def"
   return true;
 }
 

@@ -36,8 +36,7 @@ namespace {
 
 std::atomic<int> g_state{static_cast<int>(ShimState::Uninit)};
 std::mutex g_init_mutex;
-alignas(Config) unsigned char g_config_storage[sizeof(Config)];
-Config *g_config = nullptr;
+const Config *g_config = nullptr;
 const char *g_backend = "hooks";
 
 // Whether this process (not its parent, after fork) recorded anything: a
@@ -54,6 +53,25 @@ void after_fork_child() {
   g_record_fast.store(false, std::memory_order_relaxed);
   g_recorded_here.store(false, std::memory_order_relaxed);
   report_files_after_fork();
+}
+
+// The settings, parsed once per process: at the first CUDA call, or before
+// it when an NVTX range needs the step pattern (nvtx_steps.cpp). Never
+// destroyed: the exit report runs from the shim's ELF destructor.
+struct Parsed {
+  Config config;
+  std::string error;
+  bool ok = false;
+};
+std::once_flag g_parse_once;
+alignas(Parsed) unsigned char g_parsed_storage[sizeof(Parsed)];
+
+const Parsed &parsed_settings() {
+  std::call_once(g_parse_once, [] {
+    Parsed *p = new (g_parsed_storage) Parsed();
+    p->ok = parse_config(p->config, p->error);
+  });
+  return *std::launder(reinterpret_cast<Parsed *>(g_parsed_storage));
 }
 
 // The history file and its writer thread, for this process (parent at first
@@ -93,17 +111,17 @@ bool hooks_record() {
 void initialise() {
   std::lock_guard<std::mutex> lock(g_init_mutex);
   if (g_state.load(std::memory_order_acquire) != static_cast<int>(ShimState::Uninit)) return;
-  Config *cfg = new (g_config_storage) Config();
-  std::string error;
-  if (!parse_config(*cfg, error)) {
+  const Parsed &parsed = parsed_settings();
+  const Config *cfg = &parsed.config;
+  if (!parsed.ok) {
     log::set_level(cfg->log_level == log::Level::Off ? log::Level::Error : cfg->log_level);
-    log::error("%s", error.c_str());
+    log::error("%s", parsed.error.c_str());
     g_state.store(static_cast<int>(ShimState::Disabled), std::memory_order_release);
     return;
   }
   log::set_level(cfg->log_level);
   g_config = cfg;
-  py::init(cfg->python);
+  py::init(cfg->python == PythonMode::Auto);
   recorder().stack_depth = cfg->stack_depth;
   const char *unwinder = unwinder_init(cfg->unwind);
   report_files_init(*cfg);
@@ -111,7 +129,7 @@ void initialise() {
   pthread_atfork(nullptr, nullptr, after_fork_child);
   install_dump_signal(cfg->dump_signal);
   // Without torchseal_step() or NVTX steps, growth is judged per time window.
-  history::set_window_seconds(cfg->step_seconds > 0 ? cfg->step_seconds : 1.0);
+  history::set_window_seconds(cfg->step_seconds);
   start_history();
   install_crash_flush();
   g_recorded_here.store(true, std::memory_order_relaxed);
@@ -136,6 +154,10 @@ bool is_active() {
 }
 
 const Config &config() { return *g_config; }
+const Config *parsed_config() {
+  const Parsed &parsed = parsed_settings();
+  return parsed.ok ? &parsed.config : nullptr;
+}
 const char *backend_name() { return g_backend; }
 
 // First recorded call in a forked child: it gets its own history file.

@@ -19,7 +19,11 @@ enum class ShimState : int { Uninit = 0, Active = 1, Disabled = 2, Finished = 3 
 bool ensure_active();
 // True when active, without initialising.
 bool is_active();
+// The settings; only while active.
 const Config &config();
+// The settings without activating (parsed on the first call); nullptr when a
+// value is bad, which leaves the shim inert at its first CUDA call.
+const Config *parsed_config();
 const char *backend_name();
 
 // The first recorded event of this process (a forked child's own first

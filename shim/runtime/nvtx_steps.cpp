@@ -29,15 +29,17 @@ namespace {
 std::regex *g_step_re = nullptr;
 std::once_flag g_re_once;
 
+// The pattern comes from the parsed settings, which were validated there; a
+// range pushed before the first CUDA call is judged too (its pop may come
+// after it: the first step of a loop).
 bool matches(const std::string &name) {
   std::call_once(g_re_once, [] {
-    const char *pattern = secure_getenv("TORCHSEAL_STEP_RANGE");
-    if (!pattern || !*pattern) return;
+    const Config *cfg = parsed_config();
+    if (!cfg || cfg->step_range.empty()) return;
     try {
-      g_step_re = new std::regex(pattern, std::regex::ECMAScript | std::regex::optimize);
-    } catch (const std::regex_error &) {
-      log::error("invalid TORCHSEAL_STEP_RANGE='%.64s' (accepted: an ECMAScript regular "
-                 "expression); NVTX steps are off", pattern);
+      g_step_re = new std::regex(cfg->step_range, std::regex::ECMAScript | std::regex::optimize);
+    } catch (const std::regex_error &e) {
+      log::error("TORCHSEAL_STEP_RANGE: %s; NVTX steps are off", e.what());
     }
   });
   return g_step_re && std::regex_search(name, *g_step_re);
@@ -158,9 +160,12 @@ NvtxFunctionPointer fp(F f) {
 }
 
 // At load: name ourselves as the NVTX tool if steps come from NVTX ranges.
+// This cannot wait for the parsed settings (the first CUDA call): the NVTX
+// library reads NVTX_INJECTION64_PATH at its first call, which may come first.
 __attribute__((constructor)) void offer_nvtx_injection() {
-  const char *range = secure_getenv("TORCHSEAL_STEP_RANGE");
-  if (!range || !*range || getenv("NVTX_INJECTION64_PATH")) return;
+  if (!settings::from_environment(settings::spec(settings::Id::step_range)) ||
+      getenv("NVTX_INJECTION64_PATH"))
+    return;
   Dl_info info;
   if (dladdr(reinterpret_cast<void *>(&offer_nvtx_injection), &info) && info.dli_fname)
     setenv("NVTX_INJECTION64_PATH", info.dli_fname, 0);

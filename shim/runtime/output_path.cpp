@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "shim/runtime/config.h"
+#include "shim/runtime/settings.h"
 
 namespace torchseal {
 
@@ -55,7 +55,7 @@ int64_t rank_from_environment() {
   for (const char *name : {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"}) {
     const char *v = secure_getenv(name);
     long n;
-    if (v && parse_int_in_range(v, 0, 1L << 30, n)) return n;
+    if (v && settings::parse_int_in_range(v, 0, 1L << 30, n)) return n;
   }
   return -1;
 }

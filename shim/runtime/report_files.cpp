@@ -99,7 +99,8 @@ AnalysisOptions analysis_options() {
 
 void report_files_init(const Config &cfg) {
   g_process.rank = rank_from_environment();
-  g_template = cfg.output_from_env ? cfg.output : default_output_template(g_process.rank);
+  g_template = cfg.set_by_environment(settings::Id::output) ? cfg.output
+                                                            : default_output_template(g_process.rank);
   G().suppressions_path = cfg.suppressions;
   char host[256] = {0};
   if (gethostname(host, sizeof host - 1) == 0) g_process.hostname = host;

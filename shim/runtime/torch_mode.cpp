@@ -1,10 +1,11 @@
 #include "shim/runtime/torch_mode.h"
 
 #include <link.h>
-#include <strings.h>
 
 #include <cstdlib>
 #include <cstring>
+
+#include "shim/runtime/config.h"
 
 namespace torchseal {
 
@@ -52,10 +53,13 @@ bool torch_caching_allocator_in_use() {
 
 namespace {
 
-// Before the program's main (and so before Python reads its environment).
+// Before the program's main (and so before Python reads its environment),
+// which is before the settings are parsed (the first CUDA call): this one
+// setting is read here on its own.
 __attribute__((constructor)) void apply_tensors_mode() {
-  const char *mode = secure_getenv("TORCHSEAL_TORCH");
-  if (!mode || strcasecmp(mode, "tensors") != 0) return;
+  const settings::Spec &torch = settings::spec(settings::Id::torch);
+  const char *mode = settings::from_environment(torch);
+  if (!mode || settings::choice_index(torch, mode) != static_cast<int>(TorchMode::Tensors)) return;
   const char *conf = getenv("PYTORCH_CUDA_ALLOC_CONF");
   setenv("PYTORCH_CUDA_ALLOC_CONF", with_async_backend(conf ? conf : "").c_str(), 1);
 }
