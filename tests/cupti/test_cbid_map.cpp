@@ -11,21 +11,13 @@
 #include <string>
 
 #include "shim/intercept/cupti/cbid_map.h"
+#include "expect.h"
 #include "shim/intercept/cupti/param_decode.h"
 
 using namespace torchseal;
 using namespace torchseal::cupti;
 
 namespace {
-
-int g_failures = 0;
-
-void expect(bool cond, const std::string &what) {
-  if (!cond) {
-    std::printf("FAIL: %s\n", what.c_str());
-    ++g_failures;
-  }
-}
 
 // cbid -> name, as cuptiGetCallbackName would answer.
 std::map<uint32_t, std::string> read_cbids(const char *path, const char *prefix) {

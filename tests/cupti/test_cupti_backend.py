@@ -28,9 +28,12 @@ import re
 import sys
 import tempfile
 
-# run.py (tests/integration) holds the shared integration helpers and checks.
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
-import run as it  # noqa: E402  (run.py: the integration helpers and report checks)
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
+sys.path.insert(1, os.path.join(HERE, "..", "integration"))
+import run as it  # noqa: E402  (tests/integration/run.py: the report checks)
+import harness  # noqa: E402
+from harness import Checker, Failed, need, run, skip, tail  # noqa: E402
 
 EXAMPLE = "planted_leaks"
 
@@ -61,9 +64,9 @@ def configure(argv):
 
 
 def need_simcuda_cupti():
-    simcuda = it.cfg("TSEAL_IT_SIMCUDA_DIR", what="simcuda")
+    simcuda = need("TSEAL_IT_SIMCUDA_DIR", what="simcuda")
     if not os.path.exists(os.path.join(simcuda, "libcupti.so.13")):
-        it.skip("simcuda's libcupti.so.13 is not built yet in %s" % simcuda)
+        skip("simcuda's libcupti.so.13 is not built yet in %s" % simcuda)
 
 
 def torchseal_lines(stderr):
@@ -74,7 +77,7 @@ def torchseal_lines(stderr):
 
 
 def run_example(check, tmp, label, env_extra, preload=True, inject=False):
-    shim = it.cfg("TSEAL_IT_SHIM", what="shim (libtorchseal.so)")
+    shim = need("TSEAL_IT_SHIM", what="shim (libtorchseal.so)")
     binary, source = it.example_paths(EXAMPLE)
     exp = it.Expectations(source)
     check.note("binary", binary)
@@ -83,11 +86,11 @@ def run_example(check, tmp, label, env_extra, preload=True, inject=False):
     env.update(exp.env)
     env["TORCHSEAL_OUTPUT"] = prefix
     if preload:
-        env["LD_PRELOAD"] = it.preload(shim)
+        env["LD_PRELOAD"] = harness.preload(shim)
     if inject:
         env["CUDA_INJECTION64_PATH"] = shim
     env.update(env_extra)
-    result = it.run([binary], env, cwd=tmp)
+    result = run([binary], env, cwd=tmp)
     check.note(label, "%s %s" % (" ".join("%s=%s" % kv for kv in sorted(env_extra.items())),
                                  result.describe()))
     return exp, prefix, result
@@ -104,7 +107,7 @@ def check_full_report(check, exp, prefix, result, backend):
 def scenario_cupti(args):
     """TORCHSEAL_BACKEND=cupti under LD_PRELOAD: CUPTI alone counts every allocation."""
     need_simcuda_cupti()
-    check = it.Checker("cupti backend (LD_PRELOAD)")
+    check = Checker("cupti backend (LD_PRELOAD)")
     with tempfile.TemporaryDirectory(prefix="tseal-cupti-") as tmp:
         exp, prefix, result = run_example(check, tmp, "cupti", {"TORCHSEAL_BACKEND": "cupti"})
         check_full_report(check, exp, prefix, result, "cupti")
@@ -115,13 +118,13 @@ def scenario_cupti(args):
 def scenario_busy(args):
     """The CUPTI slot is taken (torch.profiler, Nsight...): auto falls back to the hooks."""
     need_simcuda_cupti()
-    check = it.Checker("cupti busy -> hooks")
+    check = Checker("cupti busy -> hooks")
     with tempfile.TemporaryDirectory(prefix="tseal-cupti-") as tmp:
         exp, prefix, result = run_example(check, tmp, "busy", {"SIMCUDA_CUPTI_BUSY": "1"})
         check_full_report(check, exp, prefix, result, "hooks")
         ours = torchseal_lines(result.stderr)
         check.eq("torchseal lines on stderr (one explaining the fallback)", len(ours), 1,
-                 "stderr: %s" % it.tail(result.stderr))
+                 "stderr: %s" % tail(result.stderr))
         if len(ours) == 1:
             check.true("the line names CUPTI and the hooks", "CUPTI" in ours[0] and "hooks" in ours[0],
                        ours[0])
@@ -133,7 +136,7 @@ def scenario_busy(args):
 def scenario_injection(args):
     """CUDA_INJECTION64_PATH instead of LD_PRELOAD: CUPTI is the only way in."""
     need_simcuda_cupti()
-    check = it.Checker("cupti via CUDA_INJECTION64_PATH")
+    check = Checker("cupti via CUDA_INJECTION64_PATH")
     with tempfile.TemporaryDirectory(prefix="tseal-cupti-") as tmp:
         exp, prefix, result = run_example(check, tmp, "inject", {}, preload=False, inject=True)
         check_full_report(check, exp, prefix, result, "cupti")
@@ -144,7 +147,7 @@ def scenario_injection(args):
 def scenario_injection_busy(args):
     """Injected but the CUPTI slot is taken: nothing can be recorded; say so, harm nothing."""
     need_simcuda_cupti()
-    check = it.Checker("cupti via CUDA_INJECTION64_PATH, slot taken")
+    check = Checker("cupti via CUDA_INJECTION64_PATH, slot taken")
     with tempfile.TemporaryDirectory(prefix="tseal-cupti-") as tmp:
         exp, prefix, result = run_example(check, tmp, "inject-busy", {"SIMCUDA_CUPTI_BUSY": "1"},
                                           preload=False, inject=True)
@@ -153,7 +156,7 @@ def scenario_injection_busy(args):
         ours = torchseal_lines(result.stderr)
         check.eq("a line says nothing will be recorded",
                  len([l for l in ours if "nothing will be recorded" in l]), 1,
-                 "stderr: %s" % it.tail(result.stderr))
+                 "stderr: %s" % tail(result.stderr))
     return check.finish()
 
 
@@ -172,7 +175,7 @@ def main(argv):
     configure(argv[2:])
     try:
         return SCENARIOS[argv[1]](argv[2:])
-    except it.Failed as e:
+    except Failed as e:
         print("FAIL: %s" % e)
         return 1
 

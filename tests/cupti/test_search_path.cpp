@@ -10,19 +10,11 @@
 #include <vector>
 
 #include "shim/intercept/cupti/cupti_search_path.h"
+#include "expect.h"
 
 using torchseal::cupti::for_each_cupti_candidate;
 
 namespace {
-
-int g_failures = 0;
-
-void expect(bool cond, const std::string &what) {
-  if (!cond) {
-    std::printf("FAIL: %s\n", what.c_str());
-    ++g_failures;
-  }
-}
 
 void mkdirs(const std::string &path) {
   for (size_t i = 1; i <= path.size(); ++i)

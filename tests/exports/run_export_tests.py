@@ -13,17 +13,16 @@ Paths come from the environment (set by tests/exports/meson.build):
 import json
 import os
 import pickle
-import subprocess
 import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(1, os.path.join(HERE, ".."))
+import harness  # noqa: E402
 import validate_memory_viz  # noqa: E402
-from preload import preload  # noqa: E402
+from harness import SKIP, Failed, clean_env, preload, with_simcuda  # noqa: E402
 
-SKIP = 77
 PY = sys.executable
 VALIDATE_MV = os.path.join(HERE, "validate_memory_viz.py")
 VALIDATE_PF = os.path.join(HERE, "validate_perfetto.py")
@@ -41,21 +40,15 @@ MAX_BYTES_PER_EVENT = 150
 MAX_1M_FILE = 300 * 10 ** 6
 
 
-class Fail(Exception):
-    pass
-
-
 def env(name):
     v = os.environ.get(name, "")
     return v
 
 
-def run(cmd, expect_rc=0, **kw):
-    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                       errors="replace", **kw)
+def run(cmd, expect_rc=0, env=None, timeout=None):
+    r = harness.run(cmd, env, timeout=timeout)
     if expect_rc is not None and r.returncode != expect_rc:
-        raise Fail("%s exited %d (expected %d)\nstdout: %s\nstderr: %s" % (
-            " ".join(cmd), r.returncode, expect_rc, r.stdout[-3000:], r.stderr[-3000:]))
+        raise Failed("exit status %d expected\n%s" % (expect_rc, r.describe()))
     return r
 
 
@@ -85,12 +78,12 @@ def test_small(tmp):
     mv, pf = os.path.join(tmp, "s.pickle"), os.path.join(tmp, "s.json")
     r = export(hist, "--memory-viz", mv, "--perfetto", pf)
     if "wrote" not in r.stdout:
-        raise Fail("no summary line: %r" % r.stdout)
+        raise Failed("no summary line: %r" % r.stdout)
     st = validate_mv(mv, "--empty-start", "--expect", expect, "--min-entries", "1000")
     if st["devices"] != 2:
-        raise Fail("expected 2 device lists, got %d" % st["devices"])
+        raise Failed("expected 2 device lists, got %d" % st["devices"])
     if not st["frames_nonempty"]:
-        raise Fail("no entry has frames")
+        raise Failed("no entry has frames")
     snap = pickle.load(open(mv, "rb"))
     # Trimming: no torchseal/libcudart frame and no cudaMalloc frame may lead.
     for tr in snap["device_traces"]:
@@ -99,32 +92,32 @@ def test_small(tmp):
                 top = e["frames"][0]
                 if "torchseal" in top["name"] or top["name"].startswith("cuda") \
                         or "libcudart" in top["filename"]:
-                    raise Fail("untrimmed frame leads: %r" % top)
+                    raise Failed("untrimmed frame leads: %r" % top)
                 names = [f["name"] for f in e["frames"]]
                 # Native frames (ending in main), then Python innermost first.
                 if names[-1] == "<module>":
                     if names[-4:] != ["main", "Model.forward", "train_step", "<module>"]:
-                        raise Fail("Python frames misplaced: %r" % names)
+                        raise Failed("Python frames misplaced: %r" % names)
                 elif names[-1] != "main":
-                    raise Fail("outermost frame is not main: %r" % names)
+                    raise Failed("outermost frame is not main: %r" % names)
     if not any(f["filename"] == "/app/train.py" for tr in snap["device_traces"]
                for e in tr for f in e["frames"]):
-        raise Fail("no Python frames")
+        raise Failed("no Python frames")
     # Inlined frames are expanded (fixture stacks divisible by 3 have one).
     if not any(f["name"].startswith("inlined_helper") for tr in snap["device_traces"]
                for e in tr for f in e["frames"]):
-        raise Fail("inlined frame levels missing")
+        raise Failed("inlined frame levels missing")
     # VMM allocations sit at synthetic addresses >= 2**52.
     if not any(e["addr"] >= 2 ** 52 for tr in snap["device_traces"] for e in tr
                if e["action"] == "alloc"):
-        raise Fail("no VMM allocation shown")
+        raise Failed("no VMM allocation shown")
     validate_pf(pf, "--min-slice-bytes", str(1 << 20), "--expect-counters", "--expect-slices",
                 "--expect-instants", "OOM", "step", "mark", "invalid free", "teardown")
     # Reproducible: the same input gives the same bytes.
     mv2 = os.path.join(tmp, "s2.pickle")
     export(hist, "--memory-viz", mv2)
     if open(mv, "rb").read() != open(mv2, "rb").read():
-        raise Fail("two exports of one history differ")
+        raise Failed("two exports of one history differ")
 
 
 def test_max_entries(tmp):
@@ -139,18 +132,18 @@ def test_max_entries(tmp):
         # Whole events only: at most one event's entries (a teardown can free
         # many) are dropped at the cut; the fixture's biggest ordinary event has 5.
         if n >= 10 and n < total and st["entries"] < n - 5 and st["entries"] < n // 2:
-            raise Fail("--max-entries %d kept only %d entries" % (n, st["entries"]))
+            raise Failed("--max-entries %d kept only %d entries" % (n, st["entries"]))
         if n >= total and st["entries"] != total:
-            raise Fail("--max-entries %d >= total kept %d of %d" % (n, st["entries"], total))
+            raise Failed("--max-entries %d >= total kept %d of %d" % (n, st["entries"], total))
     # The newest entries are the ones kept.
     snap_full = pickle.load(open(full, "rb"))
     snap_cut = pickle.load(open(os.path.join(tmp, "m500.pickle"), "rb"))
     for d in range(len(snap_full["device_traces"])):
         a, b = snap_full["device_traces"][d], snap_cut["device_traces"][d]
         if b and a[len(a) - len(b):] != b:
-            raise Fail("device %d: --max-entries kept other than the newest entries" % d)
+            raise Failed("device %d: --max-entries kept other than the newest entries" % d)
     if snap_full["segments"] != snap_cut["segments"]:
-        raise Fail("--max-entries changed the final segments")
+        raise Failed("--max-entries changed the final segments")
 
 
 def test_device(tmp):
@@ -160,12 +153,12 @@ def test_device(tmp):
         export(hist, "--memory-viz", out, "--device", str(d))
         st = validate_mv(out, "--device", str(d), "--empty-start")
         if d == 3 and st["entries"]:
-            raise Fail("device 3 does not exist but has entries")
+            raise Failed("device 3 does not exist but has entries")
         if d < 2:
             exp = json.load(open(expect))["devices"][d]
             snap = pickle.load(open(out, "rb"))
             if len(snap["segments"]) != exp["live_segments"]:
-                raise Fail("--device %d: %d segments, fixture says %d" % (
+                raise Failed("--device %d: %d segments, fixture says %d" % (
                     d, len(snap["segments"]), exp["live_segments"]))
 
 
@@ -195,19 +188,19 @@ def test_window(tmp):
         s = pickle.load(open(out, "rb"))
         ts = [e["time_us"] for tr in s["device_traces"] for e in tr]
         if not ts:
-            raise Fail("%s: empty window" % name)
+            raise Failed("%s: empty window" % name)
         if "--since" in args and min(ts) < lo - 1:
-            raise Fail("%s: entry at %d before --since %d" % (name, min(ts), lo))
+            raise Failed("%s: entry at %d before --since %d" % (name, min(ts), lo))
         if "--until" in args and max(ts) > hi + 1:
-            raise Fail("%s: entry at %d after --until %d" % (name, max(ts), hi))
+            raise Failed("%s: entry at %d after --until %d" % (name, max(ts), hi))
         results[name] = s
     if results["rel"] != results["abs"]:
-        raise Fail("relative and absolute --since/--until disagree")
+        raise Failed("relative and absolute --since/--until disagree")
     # --until: the snapshot is the state at that time, not at exit.
     if results["until_only"]["segments"] == snap["segments"]:
-        raise Fail("--until did not change the final segments")
+        raise Failed("--until did not change the final segments")
     if results["since_only"]["segments"] != snap["segments"]:
-        raise Fail("--since changed the final segments")
+        raise Failed("--since changed the final segments")
     # Combined with --device and --max-entries.
     out = os.path.join(tmp, "combo.pickle")
     export(hist, "--memory-viz", out, *cases["rel"], "--device", "1", "--max-entries", "100")
@@ -220,7 +213,7 @@ def test_truncated(tmp):
     mv, pf = os.path.join(tmp, "t.pickle"), os.path.join(tmp, "t.json")
     r = export(hist, "--memory-viz", mv, "--perfetto", pf)
     if "truncated" not in r.stderr or "warning" not in r.stderr:
-        raise Fail("no truncation warning: %r" % r.stderr)
+        raise Failed("no truncation warning: %r" % r.stderr)
     validate_mv(mv, "--empty-start")
     validate_pf(pf, "--expect-counters")
     # No symbol table and no binaries: frames still well-formed (module+address).
@@ -241,18 +234,18 @@ def test_errors(tmp):
         r = run([cli, "export"] + args, expect_rc=2)
         lines = r.stderr.strip().splitlines()
         if len(lines) != 1 or not lines[0].startswith("torchseal: error: "):
-            raise Fail("expected one 'torchseal: error:' line, got %r" % r.stderr)
+            raise Failed("expected one 'torchseal: error:' line, got %r" % r.stderr)
     hist, _ = fixture(tmp, "e", "--events", "100")
     r = run([cli, "export", hist, "--memory-viz", os.path.join(tmp, "no", "such", "dir.pickle")],
             expect_rc=2)
     if not r.stderr.startswith("torchseal: error: "):
-        raise Fail("unwritable output: %r" % r.stderr)
+        raise Failed("unwritable output: %r" % r.stderr)
     if os.path.exists(os.path.join(tmp, "x.pickle")):
-        raise Fail("a failed export left its output behind")
+        raise Failed("a failed export left its output behind")
     r = run([cli, "export", "--help"])
     for word in ("--memory-viz", "--perfetto", "--max-entries", "TIMES", "EXIT STATUS"):
         if word not in r.stdout:
-            raise Fail("--help lacks %s" % word)
+            raise Failed("--help lacks %s" % word)
 
 
 def test_pickle_encoding(tmp):
@@ -265,37 +258,37 @@ def test_pickle_encoding(tmp):
     # snapshot validator's business, not the encoder's); nothing else may fail.
     real = [m for m in p.items if "JavaScript Number" not in m]
     if real:
-        raise Fail("; ".join(real))
+        raise Failed("; ".join(real))
     got = pickle.loads(data)
     want_ints = [0, 1, 255, 256, 65535, 65536, 2147483647, 2147483648, -1, -128, -129, -32768,
                  -2147483648, -2147483649, 2 ** 53 - 1, 2 ** 63 - 1, -2 ** 63, 0x7f0000001000,
                  -(2 ** 40), 2 ** 55, 2 ** 64 - 1, 2 ** 63, 2 ** 63 + 12345]
     if got["ints"] != want_ints:
-        raise Fail("ints: %r" % got["ints"])
+        raise Failed("ints: %r" % got["ints"])
     if got["misc"] != [None, True, False, 1.5, -0.1]:
-        raise Fail("misc: %r" % got["misc"])
+        raise Failed("misc: %r" % got["misc"])
     want_str = ["", "plain", "a" * 255, "b" * 256, "c" * 70000, "caf\u00e9 \u20ac \U0001F600",
                 b"bad\xff\xfe end".decode("utf-8", "replace"),
                 "trunc\ufffd\ufffd", "overlong\ufffd\ufffd", "surrogate\ufffd\ufffd\ufffd"]
     if got["strings"] != want_str:
-        raise Fail("strings: %r" % [s[:40] for s in got["strings"]])
+        raise Failed("strings: %r" % [s[:40] for s in got["strings"]])
     m = got["memo"]
     if m != [{"k": 1}, {"k": 1}, "shared", "shared"] or m[0] is not m[1]:
-        raise Fail("memo: %r" % m)
+        raise Failed("memo: %r" % m)
     if got["batched"] != list(range(2500)) or got["empty"] != []:
-        raise Fail("batched/empty lists wrong")
+        raise Failed("batched/empty lists wrong")
     # Minimal encodings: BININT1 for 255, LONG1 of 5 bytes for 2**31, 9 for 2**63.
     import pickletools
     ops = [(op.name, arg) for op, arg, _ in pickletools.genops(data)]
     if ("BININT1", 255) not in ops or ("BININT2", 65535) not in ops:
-        raise Fail("small ints not minimally encoded")
+        raise Failed("small ints not minimally encoded")
     longs = {arg: None for name, arg in ops if name == "LONG1"}
     if 2147483648 not in longs or 2 ** 63 not in longs:
-        raise Fail("LONG1 values missing")
+        raise Failed("LONG1 values missing")
     if data.count(b"\x8a\x05\x00\x00\x00\x80\x00") != 1:
-        raise Fail("2**31 is not the 5-byte LONG1 00 00 00 80 00")
+        raise Failed("2**31 is not the 5-byte LONG1 00 00 00 80 00")
     if data.count(b"\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x80\x00") != 1:
-        raise Fail("2**63 is not the 9-byte LONG1 with a 0x00 sign byte")
+        raise Failed("2**63 is not the 9-byte LONG1 with a 0x00 sign byte")
 
 
 def test_large(tmp):
@@ -308,9 +301,9 @@ def test_large(tmp):
     print("1M-event snapshot: %d bytes, %.1f bytes/event (history %d bytes)" % (
         size, per_event, os.path.getsize(hist)))
     if size >= MAX_1M_FILE:
-        raise Fail("snapshot is %d bytes, limit %d" % (size, MAX_1M_FILE))
+        raise Failed("snapshot is %d bytes, limit %d" % (size, MAX_1M_FILE))
     if per_event >= MAX_BYTES_PER_EVENT:
-        raise Fail("%.1f bytes/event, limit %d" % (per_event, MAX_BYTES_PER_EVENT))
+        raise Failed("%.1f bytes/event, limit %d" % (per_event, MAX_BYTES_PER_EVENT))
     st = validate_mv(out, "--empty-start", "--expect", expect)
     print("validated: %s" % json.dumps(st))
     # And the bounded version a browser can open.
@@ -324,30 +317,26 @@ def test_e2e(tmp):
     if not (shim and simcuda and exe and os.path.exists(shim) and os.path.exists(exe)):
         print("SKIP: shim, simcuda or the planted_leaks example is not built")
         return SKIP
-    e = {k: v for k, v in os.environ.items()
-         if not k.startswith("TORCHSEAL_") and k != "LD_PRELOAD"}
-    old = e.get("LD_LIBRARY_PATH")
-    e["LD_LIBRARY_PATH"] = simcuda + (":" + old if old else "")
+    e = with_simcuda(clean_env(drop_prefixes=("TORCHSEAL_",)), simcuda)
     e["LD_PRELOAD"] = preload(shim)
     prefix = os.path.join(tmp, "P")
     e["TORCHSEAL_OUTPUT"] = prefix
-    r = subprocess.run([exe], env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                       errors="replace", timeout=120)
+    r = run([exe], expect_rc=None, env=e, timeout=120)
     hist = prefix + ".tseal"
     if not os.path.exists(hist):
-        raise Fail("no %s after running the example (rc %d): %s" % (hist, r.returncode,
-                                                                    r.stderr[-2000:]))
+        raise Failed("no %s after running the example (rc %d): %s" % (hist, r.returncode,
+                                                                      r.stderr[-2000:]))
     mv, pf = os.path.join(tmp, "e.pickle"), os.path.join(tmp, "e.json")
     export(hist, "--memory-viz", mv, "--perfetto", pf)
     st = validate_mv(mv, "--empty-start", "--min-entries", "2")
     if not st["segments"]:
-        raise Fail("planted_leaks leaks, but the snapshot has no live segment")
+        raise Failed("planted_leaks leaks, but the snapshot has no live segment")
     if not st["frames_nonempty"]:
-        raise Fail("no frames in a shim-produced snapshot")
+        raise Failed("no frames in a shim-produced snapshot")
     snap = pickle.load(open(mv, "rb"))
     files = {f["filename"] for s in snap["segments"] for f in s["frames"]}
     if not any(fn.endswith("planted_leaks.cpp") for fn in files):
-        raise Fail("leak frames do not point at planted_leaks.cpp: %r" % sorted(files))
+        raise Failed("leak frames do not point at planted_leaks.cpp: %r" % sorted(files))
     validate_pf(pf, "--expect-counters")
     return 0
 
@@ -371,7 +360,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="tseal-export-") as tmp:
         try:
             rc = TESTS[name](tmp)
-        except Fail as e:
+        except Failed as e:
             print("FAIL %s: %s" % (name, e), file=sys.stderr)
             return 1
     print("PASS %s" % name)

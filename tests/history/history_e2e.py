@@ -14,12 +14,11 @@
 import json
 import os
 import random
-import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from preload import preload  # noqa: E402
+from harness import Failed, load_json, preload, run  # noqa: E402
 
 
 def leak_key(report):
@@ -36,12 +35,11 @@ def main():
         prefix = os.path.join(tmp, "p")
         env = dict(os.environ, LD_PRELOAD=preload(shim), LD_LIBRARY_PATH=simcuda,
                    TORCHSEAL_OUTPUT=prefix)
-        subprocess.run([program], env=env, check=True, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL, timeout=300)
-        with open(prefix + ".json") as f:
-            direct = json.load(f)
-        out = subprocess.run([cli, "report", prefix + ".tseal", "--format", "json"],
-                             capture_output=True, text=True, timeout=300)
+        ran = run([program], env, timeout=300)
+        if ran.returncode != 0:
+            raise Failed("the program failed under the shim\n" + ran.describe())
+        direct = load_json(prefix + ".json")
+        out = run([cli, "report", prefix + ".tseal", "--format", "json"], None, timeout=300)
         if out.returncode != 0:
             print(out.stderr)
             return 1
@@ -58,12 +56,11 @@ def main():
 
         # The program's OOM wrote an automatic dump, with the OOM forensics.
         try:
-            with open(prefix + ".1.json") as f:
-                oom_dump = json.load(f)
+            oom_dump = load_json(prefix + ".1.json", "automatic OOM dump")
             if oom_dump["trigger"] != "oom" or not oom_dump["ooms"] or not oom_dump["ooms"][0]["top_sites"]:
                 failures.append(f"OOM dump: trigger {oom_dump['trigger']!r}, ooms {oom_dump['ooms']!r}")
-        except OSError as e:
-            failures.append(f"no automatic OOM dump: {e}")
+        except Failed as e:
+            failures.append(str(e))
 
         data = open(prefix + ".tseal", "rb").read()
         rng = random.Random(1234)
@@ -72,14 +69,14 @@ def main():
             path = os.path.join(tmp, f"cut{trial}.tseal")
             with open(path, "wb") as f:
                 f.write(data[:cut])
-            r = subprocess.run([cli, "report", path], capture_output=True, text=True, timeout=120)
+            r = run([cli, "report", path], None, timeout=120)
             if r.returncode != 0 or "truncated" not in r.stderr or "SUMMARY: torchseal:" not in r.stdout:
                 failures.append(f"cut at {cut}/{len(data)}: exit {r.returncode}, stderr {r.stderr.strip()!r}")
 
         foreign = os.path.join(tmp, "foreign.tseal")
         with open(foreign, "wb") as f:
             f.write(b"#!/bin/sh\necho not a history file\n")
-        r = subprocess.run([cli, "report", foreign], capture_output=True, text=True, timeout=60)
+        r = run([cli, "report", foreign], None, timeout=60)
         lines = r.stderr.strip().splitlines()
         if r.returncode != 2 or len(lines) != 1 or "torchseal: error:" not in lines[0]:
             failures.append(f"foreign file: exit {r.returncode}, stderr {r.stderr!r}")
@@ -92,4 +89,8 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except Failed as e:
+        print("FAIL:", e)
+        sys.exit(1)

@@ -12,9 +12,11 @@ usage: reader_rss_bounded.py TSEAL_CHURN PEAK_RSS TORCHSEAL_CLI
 """
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from harness import run  # noqa: E402
 
 SHORT = (100_000, 5)     # events, steps
 LONG = (1_000_000, 50)
@@ -23,8 +25,7 @@ RATIO, SLACK_KIB = 1.3, 4096
 
 def peak_rss_kib(peak_rss, cmd):
     """cmd's own peak RSS in KiB, measured by the peak_rss helper."""
-    r = subprocess.run([peak_rss] + cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       text=True)
+    r = run([peak_rss] + cmd, None, timeout=None)
     if r.returncode not in (0, 1):  # report: 1 = leaks found (expected here)
         sys.exit(f"FAIL: {' '.join(cmd)} exited {r.returncode}: {r.stderr[-2000:]}")
     return int(r.stdout.split()[-1])
@@ -37,7 +38,9 @@ def main():
         files = {}
         for name, (events, steps) in (("short", SHORT), ("long", LONG)):
             files[name] = os.path.join(tmp, name + ".tseal")
-            subprocess.run([churn, files[name], str(events), str(steps)], check=True)
+            made = run([churn, files[name], str(events), str(steps)], None, timeout=None)
+            if made.returncode != 0:
+                sys.exit("FAIL: tseal_churn failed\n" + made.describe())
         out = os.path.join(tmp, "out")
         commands = {
             "report": lambda f: [cli, "report", f, "--format", "json"],

@@ -18,22 +18,16 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from preload import preload  # noqa: E402
+from harness import SKIP, Failed, clean_env, preload, run, with_simcuda  # noqa: E402
 
-SKIP = 77
 MAX_PAGE_BYTES = 5 * 1024 * 1024
 MAX_RENDER_SECONDS = 5.0
 PLANTED = ["leak_device_buffer", "leak_async_in_loop", "leak_pinned_staging"]
-
-
-class Fail(Exception):
-    pass
 
 
 def env(name):
@@ -58,41 +52,36 @@ def load(path, screenshot=None):
     """Dump the DOM of `path`; returns (dom, seconds). Fails on console output."""
     url = "file://" + os.path.abspath(path)
     t = time.monotonic()
-    r = subprocess.run(chrome_args(["--dump-dom"], url), stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, text=True, errors="replace", timeout=120)
+    r = run(chrome_args(["--dump-dom"], url), None, timeout=120)
     secs = time.monotonic() - t
     if r.returncode != 0:
-        raise Fail("chromium --dump-dom exited %d: %s" % (r.returncode, r.stderr[-2000:]))
+        raise Failed("chromium --dump-dom exited %d: %s" % (r.returncode, r.stderr[-2000:]))
     bad = [l for l in r.stderr.splitlines() if "CONSOLE" in l or "Uncaught" in l]
     if bad:
-        raise Fail("console output while loading %s:\n%s" % (path, "\n".join(bad[:20])))
+        raise Failed("console output while loading %s:\n%s" % (path, "\n".join(bad[:20])))
     if screenshot:
-        s = subprocess.run(chrome_args(["--screenshot=" + screenshot, "--window-size=1280,2000",
-                                        "--hide-scrollbars"], url),
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           errors="replace", timeout=120)
+        s = run(chrome_args(["--screenshot=" + screenshot, "--window-size=1280,2000",
+                             "--hide-scrollbars"], url), None, timeout=120)
         if s.returncode != 0 or not os.path.exists(screenshot):
-            raise Fail("screenshot failed (%d): %s" % (s.returncode, s.stderr[-2000:]))
+            raise Failed("screenshot failed (%d): %s" % (s.returncode, s.stderr[-2000:]))
         print("screenshot: %s (%d bytes)" % (screenshot, os.path.getsize(screenshot)))
     return r.stdout, secs
 
 
 def html_report(inp, out):
-    r = subprocess.run([env("TSEAL_HTML_CLI"), "report", inp, "--html", out],
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
-                       timeout=300)
+    r = run([env("TSEAL_HTML_CLI"), "report", inp, "--html", out], None, timeout=300)
     if r.returncode != 0:
-        raise Fail("torchseal report --html exited %d: %s" % (r.returncode, r.stderr[-2000:]))
+        raise Failed("torchseal report --html exited %d: %s" % (r.returncode, r.stderr[-2000:]))
     if r.stdout:
-        raise Fail("--html printed to stdout: %r" % r.stdout[:200])
+        raise Failed("--html printed to stdout: %r" % r.stdout[:200])
     if not os.path.exists(out):
-        raise Fail("no %s" % out)
+        raise Failed("no %s" % out)
     page = open(out, encoding="utf-8", errors="replace").read()
     # Self-contained: nothing may be fetched.
     for pat in (r"<script[^>]*\bsrc=", r"<link\b", r"\bsrc=\"https?:", r"\bhref=\"https?:",
                 r"url\(\s*['\"]?https?:", r"@import"):
         if re.search(pat, page, re.I):
-            raise Fail("page references external resources (%s)" % pat)
+            raise Failed("page references external resources (%s)" % pat)
     return page
 
 
@@ -100,18 +89,14 @@ def run_planted(tmp):
     shim, simcuda, exe = env("TSEAL_HTML_SHIM"), env("TSEAL_HTML_SIMCUDA_DIR"), env("TSEAL_HTML_EXAMPLE")
     if not (shim and simcuda and exe and os.path.exists(shim) and os.path.exists(exe)):
         return None
-    e = {k: v for k, v in os.environ.items()
-         if not k.startswith("TORCHSEAL_") and k != "LD_PRELOAD"}
-    old = e.get("LD_LIBRARY_PATH")
-    e["LD_LIBRARY_PATH"] = simcuda + (":" + old if old else "")
+    e = with_simcuda(clean_env(drop_prefixes=("TORCHSEAL_",)), simcuda)
     e["LD_PRELOAD"] = preload(shim)
     prefix = os.path.join(tmp, "p")
     e["TORCHSEAL_OUTPUT"] = prefix
-    r = subprocess.run([exe], env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                       errors="replace", timeout=120)
+    r = run([exe], e, timeout=120)
     if not os.path.exists(prefix + ".tseal"):
-        raise Fail("no %s.tseal after planted_leaks (rc %d): %s" % (prefix, r.returncode,
-                                                                    r.stderr[-2000:]))
+        raise Failed("no %s.tseal after planted_leaks (rc %d): %s" % (prefix, r.returncode,
+                                                                      r.stderr[-2000:]))
     return prefix
 
 
@@ -129,14 +114,14 @@ def test_planted(tmp):
     out = os.path.join(tmp, "p.html")
     page = html_report(prefix + ".tseal", out)
     if "<polyline" not in page or "class=\"flame\"" not in page:
-        raise Fail("page lacks the timeline or the flame graph")
+        raise Failed("page lacks the timeline or the flame graph")
     shot = os.path.join(env("TSEAL_HTML_BUILDDIR") or tmp, "html-report.png")
     dom, secs = load(out, screenshot=shot)
     for name in PLANTED:
         if name not in dom:
-            raise Fail("%s not in the rendered DOM" % name)
+            raise Failed("%s not in the rendered DOM" % name)
     if dom.count("<details") < 3:
-        raise Fail("expected a collapsible stack per leak")
+        raise Failed("expected a collapsible stack per leak")
     print("planted: page %d bytes, rendered in %.2f s" % (len(page), secs))
     return 0
 
@@ -150,9 +135,9 @@ def test_json_input(tmp):
     dom, _ = load(out)
     for name in PLANTED:
         if name not in dom:
-            raise Fail("%s not in the rendered DOM" % name)
+            raise Failed("%s not in the rendered DOM" % name)
     if 'id="no-timeline"' not in dom or "<polyline" in dom:
-        raise Fail("a .json input must say there is no timeline, and draw none")
+        raise Failed("a .json input must say there is no timeline, and draw none")
     return 0
 
 
@@ -176,17 +161,17 @@ def test_escaping(tmp):
     out = os.path.join(tmp, "evil.html")
     page = html_report(evil, out)
     if "<img" in page or "<script" in page:
-        raise Fail("unescaped markup from the report reached the page")
+        raise Failed("unescaped markup from the report reached the page")
     dom, _ = load(out)
     if "<title>pwned" in dom:
-        raise Fail("injected script ran")
+        raise Failed("injected script ran")
     if "<img" in dom or "<script" in dom:
-        raise Fail("injected elements in the DOM")
+        raise Failed("injected elements in the DOM")
     if "&lt;img src=x" not in dom:
-        raise Fail("escaped text missing from the DOM")
+        raise Failed("escaped text missing from the DOM")
     for name in PLANTED:
         if name not in dom:
-            raise Fail("%s not in the rendered DOM" % name)
+            raise Failed("%s not in the rendered DOM" % name)
     return 0
 
 
@@ -196,8 +181,9 @@ def test_large_1m(tmp):
         print("SKIP: tseal_fixture (tests/exports) is not built")
         return SKIP
     hist = os.path.join(tmp, "big.tseal")
-    subprocess.run([fixture, hist, "--events", "1000000"], check=True, timeout=300,
-                   stdout=subprocess.DEVNULL)
+    r = run([fixture, hist, "--events", "1000000"], None, timeout=300)
+    if r.returncode != 0:
+        raise Failed("tseal_fixture failed\n" + r.describe())
     out = os.path.join(tmp, "big.html")
     t = time.monotonic()
     page = html_report(hist, out)
@@ -206,19 +192,19 @@ def test_large_1m(tmp):
     print("1M events: history %d bytes, page %d bytes, written in %.2f s" % (
         os.path.getsize(hist), size, gen))
     if size >= MAX_PAGE_BYTES:
-        raise Fail("page is %d bytes, limit %d" % (size, MAX_PAGE_BYTES))
+        raise Failed("page is %d bytes, limit %d" % (size, MAX_PAGE_BYTES))
     for pts in re.findall(r'<polyline class="series"[^>]*points="([^"]*)"', page):
         # Three points per bucket, plus the start and the end.
         if len(pts.split()) > 3 * 2000 + 2:
-            raise Fail("a series has %d points: not down-sampled" % len(pts.split()))
+            raise Failed("a series has %d points: not down-sampled" % len(pts.split()))
     if "<polyline" not in page:
-        raise Fail("no timeline for a 1M-event history")
+        raise Failed("no timeline for a 1M-event history")
     dom, secs = load(out)
     print("rendered by chromium in %.2f s" % secs)
     if secs >= MAX_RENDER_SECONDS:
-        raise Fail("chromium took %.2f s, limit %.1f" % (secs, MAX_RENDER_SECONDS))
+        raise Failed("chromium took %.2f s, limit %.1f" % (secs, MAX_RENDER_SECONDS))
     if "Leaks (" not in dom:
-        raise Fail("the rendered page lacks the leak table")
+        raise Failed("the rendered page lacks the leak table")
     return 0
 
 
@@ -241,7 +227,7 @@ def main():
     os.environ["TSEAL_HTML_PROFILE"] = os.path.join(tmp, "chromium-profile")
     try:
         rc = TESTS[sys.argv[1]](tmp)
-    except Fail as e:
+    except Failed as e:
         print("FAIL: %s (files kept in %s)" % (e, tmp))
         return 1
     if os.environ.get("TSEAL_HTML_KEEP") != "1":

@@ -30,163 +30,30 @@ Python 3 standard library only.
 import json
 import os
 import re
-import shlex
-import signal
-import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from preload import preload  # noqa: E402
-
-SKIP = 77
-TIMEOUT = 600  # seconds per child process
+from harness import (Checker, Failed, clean_env, need, preload, run,  # noqa: E402,F401
+                     skip, tail, with_simcuda)
 
 
 # --------------------------------------------------------------------------
-# A tiny assertion helper: collects every difference, prints them with the
-# report path, so one run tells the whole story.
-
-
-class Failed(Exception):
-    pass
-
-
-class Checker:
-    def __init__(self, scenario):
-        self.scenario = scenario
-        self.failures = []
-        self.context = []  # (label, value) shown on failure
-
-    def note(self, label, value):
-        self.context.append((label, value))
-
-    def fail(self, what, actual=None, expected=None, detail=None):
-        msg = "FAIL: " + what
-        if expected is not None or actual is not None:
-            msg += "\n    expected: %r\n    actual:   %r" % (expected, actual)
-        if detail:
-            msg += "\n    " + str(detail).replace("\n", "\n    ")
-        self.failures.append(msg)
-        return False
-
-    def eq(self, what, actual, expected, detail=None):
-        if actual != expected:
-            return self.fail(what, actual, expected, detail)
-        return True
-
-    def true(self, what, cond, detail=None):
-        if not cond:
-            return self.fail(what, detail=detail)
-        return True
-
-    def finish(self):
-        if not self.failures:
-            print("PASS: %s" % self.scenario)
-            # Measured figures (label "figure...") are reported on success too.
-            for label, value in self.context:
-                if label.startswith("figure"):
-                    print("%s: %s" % (label, value))
-            return 0
-        print("=" * 72)
-        print("scenario: %s" % self.scenario)
-        for label, value in self.context:
-            print("%s: %s" % (label, value))
-        print("-" * 72)
-        for f in self.failures:
-            print(f)
-        print("=" * 72)
-        print("%d check(s) failed in %s" % (len(self.failures), self.scenario))
-        return 1
-
-
-def skip(reason):
-    print("SKIP: " + reason)
-    sys.exit(SKIP)
-
-
-# --------------------------------------------------------------------------
-# Configuration and process helpers
-
-
-def cfg(name, required=True, what=None):
-    value = os.environ.get(name, "")
-    if required and not value:
-        skip("%s is not built in this configuration (%s is empty)" % (what or name, name))
-    if value and required and not os.path.exists(value):
-        skip("%s does not exist yet: %s" % (what or name, value))
-    return value
+# Environment
 
 
 def base_env(need_simcuda=True):
     """The caller's environment minus anything that would steer torchseal,
     with simcuda first on LD_LIBRARY_PATH. LD_PRELOAD holds only what a
-    sanitizer run needs (see tests/preload.py); the shim is added per run."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("TORCHSEAL_") and not k.startswith("TSEAL_IT_")
-           and not k.startswith("SIMCUDA_") and k != "LD_PRELOAD"}
-    if preload():
-        env["LD_PRELOAD"] = preload()
+    sanitizer run needs (harness.preload); the shim is added per run."""
+    env = clean_env()
     if not need_simcuda:
         return env
-    simcuda = cfg("TSEAL_IT_SIMCUDA_DIR", what="simcuda")
+    simcuda = need("TSEAL_IT_SIMCUDA_DIR", what="simcuda")
     for lib in ("libcudart.so.13", "libcuda.so.1"):
         if not os.path.exists(os.path.join(simcuda, lib)):
             skip("simcuda's %s is not built yet in %s" % (lib, simcuda))
-    old = env.get("LD_LIBRARY_PATH")
-    env["LD_LIBRARY_PATH"] = simcuda + (":" + old if old else "")
-    return env
-
-
-class Result:
-    def __init__(self, argv, proc, out, err):
-        self.argv = argv
-        self.pid = proc.pid
-        self.returncode = proc.returncode
-        self.stdout = out
-        self.stderr = err
-
-    def describe(self):
-        status = self.returncode
-        if status < 0:
-            try:
-                status = "killed by %s" % signal.Signals(-status).name
-            except ValueError:
-                status = "killed by signal %d" % -status
-        return "$ %s\n  exit: %s\n  stdout (tail): %s\n  stderr (tail): %s" % (
-            " ".join(shlex.quote(a) for a in self.argv), status,
-            tail(self.stdout), tail(self.stderr))
-
-
-def tail(text, n=15):
-    lines = text.splitlines()
-    if len(lines) > n:
-        lines = ["..."] + lines[-n:]
-    return "\n    | " + "\n    | ".join(lines) if lines else "(empty)"
-
-
-def run(argv, env, cwd=None):
-    try:
-        proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, universal_newlines=True,
-                                errors="replace")
-    except OSError as e:
-        raise Failed("cannot start %s: %s" % (argv[0], e))
-    try:
-        out, err = proc.communicate(timeout=TIMEOUT)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
-        raise Failed("timed out after %ds: %s\n%s" % (TIMEOUT, " ".join(argv), tail(err)))
-    return Result(argv, proc, out, err)
-
-
-def stdout_value(result, key):
-    """The integer printed by an example as a `key=N` line."""
-    m = re.search(r"^%s=(\S+)$" % re.escape(key), result.stdout, re.M)
-    if not m:
-        raise Failed("the program did not print a `%s=` line\n%s" % (key, result.describe()))
-    return int(m.group(1), 0)
+    return with_simcuda(env, simcuda)
 
 
 def as_int(value):
@@ -432,7 +299,7 @@ def check_report(check, exp, report, result, pid, prefix):
     # Events: one per user-visible allocation or free call
     if exp.events_from_stdout:
         check.eq("summary.events == calls printed by the program",
-                 summary.get("events"), stdout_value(result, "calls"))
+                 summary.get("events"), result.value("calls", last=False))
 
     # P.txt, LeakSanitizer style
     txt_path = prefix + ".txt"
@@ -470,10 +337,10 @@ def check_exit(check, result, expected, why):
 
 
 def example_paths(name, binary=None, source=None):
-    binary = binary or cfg("TSEAL_IT_BIN_" + name, what="example " + name)
+    binary = binary or need("TSEAL_IT_BIN_" + name, what="example " + name)
     if not os.path.exists(binary):
         skip("example binary not built: %s" % binary)
-    src_dir = cfg("TSEAL_IT_EXAMPLES_SRC", what="examples source dir")
+    src_dir = need("TSEAL_IT_EXAMPLES_SRC", what="examples source dir")
     source = source or os.path.join(src_dir, name + ".cpp")
     return binary, source
 
@@ -487,7 +354,7 @@ def scenario_example(args):
     opts = dict(zip(args[1::2], args[2::2]))
     binary, source = example_paths(opts.get("--source-name", name), opts.get("--binary"),
                                    opts.get("--source"))
-    shim = cfg("TSEAL_IT_SHIM", what="shim (libtorchseal.so)")
+    shim = need("TSEAL_IT_SHIM", what="shim (libtorchseal.so)")
     static = opts.get("--static") == "1"
     check = Checker("example " + name)
     exp = Expectations(source)
@@ -536,13 +403,13 @@ def check_oom_numbers(check, report, result):
     ooms = report.get("ooms") or []
     if not ooms:
         return
-    live = stdout_value(result, "live_bytes")
+    live = result.value("live_bytes", last=False)
     check.eq("ooms[0].live_bytes (printed by the program)", ooms[0].get("live_bytes"), live)
     tops = ooms[0].get("top_sites") or []
     if tops:
         check.eq("ooms[0].top_sites[0].bytes", tops[0].get("bytes"), live)
         check.eq("ooms[0].top_sites[0].allocations", tops[0].get("allocations"),
-                 stdout_value(result, "chunks"))
+                 result.value("chunks", last=False))
 
 
 def check_invalid_addresses(check, report, result):
@@ -555,8 +422,8 @@ def check_invalid_addresses(check, report, result):
 
 def scenario_cli(args):
     """`torchseal run --output P --exit-code 23 -- planted_leaks`, then `torchseal report`."""
-    cli = cfg("TSEAL_IT_CLI", what="torchseal CLI")
-    cfg("TSEAL_IT_SHIM", what="shim (libtorchseal.so)")  # the CLI preloads it
+    cli = need("TSEAL_IT_CLI", what="torchseal CLI")
+    need("TSEAL_IT_SHIM", what="shim (libtorchseal.so)")  # the CLI preloads it
     binary, source = example_paths("planted_leaks")
     exp = Expectations(source)
     check = Checker("cli")
@@ -593,7 +460,7 @@ def scenario_cli(args):
 
 def scenario_inert(args):
     """Processes that never touch CUDA write nothing and say nothing."""
-    shim = cfg("TSEAL_IT_SHIM", what="shim (libtorchseal.so)")
+    shim = need("TSEAL_IT_SHIM", what="shim (libtorchseal.so)")
     check = Checker("inert")
     commands = [["sh", "-c", "true"],
                 ["sh", "-c", "ls / >/dev/null && sh -c true"],
@@ -619,7 +486,7 @@ def scenario_inert(args):
 def scenario_bad_config(args):
     """A bad setting: exactly one `torchseal:` line naming it; the program is unharmed."""
     var, value = args[0], args[1]
-    shim = cfg("TSEAL_IT_SHIM", what="shim (libtorchseal.so)")
+    shim = need("TSEAL_IT_SHIM", what="shim (libtorchseal.so)")
     binary, source = example_paths("planted_leaks")
     exp = Expectations(source)
     check = Checker("bad-config %s=%s" % (var, value))
@@ -643,7 +510,7 @@ def scenario_bad_config(args):
 
 def scenario_unwritable_output(args):
     """An output prefix that cannot be written: one message, the program is unharmed."""
-    shim = cfg("TSEAL_IT_SHIM", what="shim (libtorchseal.so)")
+    shim = need("TSEAL_IT_SHIM", what="shim (libtorchseal.so)")
     binary, source = example_paths("planted_leaks")
     exp = Expectations(source)
     check = Checker("unwritable-output")

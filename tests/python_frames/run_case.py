@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from preload import preload  # noqa: E402
+from harness import preload  # noqa: E402
 
 TIMEOUT_S = 90
 

@@ -31,19 +31,17 @@ TSEAL_PY_EXAMPLES_DIR (examples/python, for helper_check.py). Exit status:
 
 import ast
 import glob
-import json
 import math
 import os
 import re
 import shlex
-import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from preload import preload  # noqa: E402
+import harness  # noqa: E402
+from harness import SKIP, Checker, Failed, clean_env, load_json  # noqa: E402
 
-SKIP = 77
 TIMEOUT = 300
 
 # Warm-up rule of report/analysis/growth.h (defaults), used only to sanity-check
@@ -65,19 +63,6 @@ APIS_OF_MODE = {"async": {"cudaMallocAsync", "cuMemAllocAsync"},
                 "caching": {"cudaMalloc", "cuMemAlloc_v2", "cuMemAlloc"}}
 
 
-class Check:
-    def __init__(self):
-        self.failures = []
-
-    def fail(self, msg):
-        self.failures.append(msg)
-
-    def true(self, cond, msg):
-        if not cond:
-            self.fail(msg)
-        return cond
-
-
 def env_path(name):
     value = os.environ.get(name, "")
     if not value:
@@ -87,38 +72,27 @@ def env_path(name):
 
 
 def base_env():
-    """The caller's environment minus anything that would change the run."""
-    env = dict(os.environ)
-    for k in list(env):
-        if k.startswith(("TORCHSEAL_", "SIMCUDA_", "TOYTORCH_", "PYTORCH_")) or k in (
-                "PYTHONPATH", "PYTHONHOME", "LD_PRELOAD", "NVTX_INJECTION64_PATH",
-                "CUDA_INJECTION64_PATH"):
-            del env[k]
-    if preload():  # sanitizer runtimes (tests/preload.py); `torchseal run` adds the shim
-        env["LD_PRELOAD"] = preload()
+    """The caller's environment minus anything that would change the run;
+    LD_PRELOAD holds the sanitizer runtimes only (`torchseal run` adds the shim)."""
+    env = clean_env(drop_prefixes=("TORCHSEAL_", "SIMCUDA_", "TOYTORCH_", "PYTORCH_"),
+                    drop=("PYTHONPATH", "PYTHONHOME", "NVTX_INJECTION64_PATH",
+                          "CUDA_INJECTION64_PATH"))
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["TORCHSEAL_LOG"] = "warn"
     return env
 
 
 def run(cmd, env, cwd):
+    """Run cmd (stderr merged into stdout) and show its output."""
     print("$ " + " ".join(shlex.quote(c) for c in cmd), flush=True)
-    try:
-        r = subprocess.run(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True, timeout=TIMEOUT)
-    except subprocess.TimeoutExpired:
-        print(f"FAIL: did not finish within {TIMEOUT}s")
-        sys.exit(1)
+    r = harness.run(cmd, env, cwd=cwd, timeout=TIMEOUT, merge_stderr=True)
     print(r.stdout, end="")
     return r
 
 
 def load_report(check, prefix):
-    try:
-        with open(prefix + ".json") as f:
-            report = json.load(f)
-    except (OSError, ValueError) as err:
-        check.fail(f"no readable report {prefix}.json: {err}")
+    report = check.read_json(prefix + ".json")
+    if report is None:
         return None, ""
     try:
         with open(prefix + ".txt") as f:
@@ -139,22 +113,17 @@ def describe(g):
 
 
 def finish(check, prefix, text):
-    if check.failures:
-        print(f"\n---- {prefix}.txt ----\n{text}")
-        for f in check.failures:
-            print("FAIL: " + f)
-        return 1
-    print("PASS")
-    return 0
+    check.note(prefix + ".txt", "\n" + text)
+    return check.finish()
 
 
 def check_steps(check, g, n_steps):
     # Every sample after warm-up is in the fit when steps come from the
     # program (torchseal.step() / NVTX); time windows would give another count.
     expected = n_steps - max(WARMUP_MIN, math.ceil(WARMUP_FRACTION * n_steps))
-    check.true(g.get("steps") == expected,
-               f"growth fitted on {g.get('steps')} samples, expected {expected} "
-               f"(one per step marked by the program, minus warm-up): {describe(g)}")
+    check.true(f"growth fitted on {g.get('steps')} samples, expected {expected} "
+               f"(one per step marked by the program, minus warm-up): {describe(g)}",
+               g.get("steps") == expected)
 
 
 # --------------------------------------------------------------------------
@@ -237,10 +206,10 @@ def cmd_script(interp, script, mode, extra):
     cmd += ["--", interp, script] + args
     r = run(cmd, env, tmp)
 
-    check = Check()
-    check.true(r.returncode == 0, f"exit status {r.returncode}")
-    check.true(f"toytorch: allocator={mode} " in r.stdout,
-               f"the script did not run with the {mode} allocator")
+    check = Checker(" ".join(sys.argv[1:]))
+    check.true(f"exit status {r.returncode}", r.returncode == 0)
+    check.true(f"the script did not run with the {mode} allocator",
+               f"toytorch: allocator={mode} " in r.stdout)
     report, text = load_report(check, prefix)
     if report is None:
         return finish(check, prefix, text)
@@ -249,14 +218,14 @@ def cmd_script(interp, script, mode, extra):
     want = int(expects["growth"][0])
     for g in growth:
         print("growth: " + describe(g))
-    check.true(len(growth) == want, f"{len(growth)} growth entries, expected {want}")
+    check.true(f"{len(growth)} growth entries, expected {want}", len(growth) == want)
 
     for g in growth:
-        check.true(g.get("kind") == KIND_OF_MODE[mode],
-                   f"kind {g.get('kind')!r}, expected {KIND_OF_MODE[mode]!r}: {describe(g)}")
-        check.true(g.get("api") in APIS_OF_MODE[mode],
-                   f"api {g.get('api')!r} is not one of {sorted(APIS_OF_MODE[mode])}: {describe(g)}")
-        check.true(g.get("bytes_per_step", 0) > 0, f"non-positive slope: {describe(g)}")
+        check.true(f"kind {g.get('kind')!r}, expected {KIND_OF_MODE[mode]!r}: {describe(g)}",
+                   g.get("kind") == KIND_OF_MODE[mode])
+        check.true(f"api {g.get('api')!r} is not one of {sorted(APIS_OF_MODE[mode])}: {describe(g)}",
+                   g.get("api") in APIS_OF_MODE[mode])
+        check.true(f"non-positive slope: {describe(g)}", g.get("bytes_per_step", 0) > 0)
         check_steps(check, g, n_steps)
         for name in expects.get("growth-site", []):
             if name not in sites:
@@ -264,19 +233,19 @@ def cmd_script(interp, script, mode, extra):
                 continue
             line = sites[name]
             func = enclosing_function("\n".join(lines), line)
-            check.true(any(frame_matches(f, script, line, func) for f in g.get("python_frames") or []),
-                       f"python_frames lack {os.path.basename(script)}:{line} in {func}() "
-                       f"(`# SITE: {name}`): {describe(g)}")
+            check.true(f"python_frames lack {os.path.basename(script)}:{line} in {func}() "
+                       f"(`# SITE: {name}`): {describe(g)}",
+                       any(frame_matches(f, script, line, func) for f in g.get("python_frames") or []))
 
     hints = [ln.strip() for ln in text.splitlines() if ln.strip().startswith("hint:")]
     for h in hints:
         print(h)
     for wanted in expects.get("hint", []):
-        check.true(any(wanted in h for h in hints), f"no hint line mentions {wanted!r}")
+        check.true(f"no hint line mentions {wanted!r}", any(wanted in h for h in hints))
     if want == 0:
-        check.true(not hints, "hints without growth")
+        check.true("hints without growth", not hints)
     if "ooms" in expects:
-        check.true(len(report.get("ooms") or []) > 0, "the report records no OOM")
+        check.true("the report records no OOM", len(report.get("ooms") or []) > 0)
     return finish(check, prefix, text)
 
 
@@ -291,7 +260,7 @@ def cmd_helper(interp, checker):
     simcuda = env_path("TSEAL_PY_SIMCUDA_DIR")
     helper_dir = env_path("TSEAL_PY_HELPER_DIR")
     examples = env_path("TSEAL_PY_EXAMPLES_DIR")
-    check = Check()
+    check = Checker(" ".join(sys.argv[1:]))
     tmp = tempfile.mkdtemp(prefix="tseal-pyhelper-")
     env = base_env()
     env["TOYTORCH_CUDART"] = os.path.join(simcuda, "libcudart.so.13")
@@ -299,17 +268,16 @@ def cmd_helper(interp, checker):
     # Without the shim: importable from the helper directory, every call a no-op.
     plain = dict(env, PYTHONPATH=helper_dir)
     r = run([interp, checker, "absent", helper_dir, examples], plain, tmp)
-    check.true(r.returncode == 0, f"helper without the shim: exit status {r.returncode}")
+    check.true(f"helper without the shim: exit status {r.returncode}", r.returncode == 0)
 
     # Under `torchseal run`: found through the PYTHONPATH the CLI sets.
     prefix = os.path.join(tmp, "P")
     r = run([cli, "run", "--output", prefix, "--", interp, checker, "present", helper_dir, examples], env, tmp)
-    check.true(r.returncode == 0, f"helper under torchseal run: exit status {r.returncode}")
+    check.true(f"helper under torchseal run: exit status {r.returncode}", r.returncode == 0)
     dumps = sorted(glob.glob(prefix + ".[0-9]*.json"))
-    check.true(len(dumps) == 1, f"torchseal.dump() should write one P.<n>.json, found {dumps}")
+    check.true(f"torchseal.dump() should write one P.<n>.json, found {dumps}", len(dumps) == 1)
     for d in dumps:
-        with open(d) as f:
-            check.true(json.load(f).get("trigger") == "api", f"{d}: trigger is not 'api'")
+        check.true(f"{d}: trigger is not 'api'", load_json(d).get("trigger") == "api")
     text = ""
     if os.path.exists(prefix + ".txt"):
         with open(prefix + ".txt") as f:
@@ -341,43 +309,46 @@ def cmd_nvtx(binary, source):
         if m:
             env[m.group(1)] = m.group(2)
     if want is None:
-        print(f"FAIL: {source} has no `// EXPECT-GROWTH: N` line")
-        return 1
+        raise Failed(f"{source} has no `// EXPECT-GROWTH: N` line")
     env["LD_LIBRARY_PATH"] = simcuda + (":" + os.environ["LD_LIBRARY_PATH"]
                                         if os.environ.get("LD_LIBRARY_PATH") else "")
     tmp = tempfile.mkdtemp(prefix="tseal-nvtx-")
     prefix = os.path.join(tmp, "P")
     r = run([cli, "run", "--output", prefix, "--", binary], env, tmp)
-    check = Check()
-    check.true(r.returncode == 0, f"exit status {r.returncode}")
+    check = Checker(" ".join(sys.argv[1:]))
+    check.true(f"exit status {r.returncode}", r.returncode == 0)
     report, text = load_report(check, prefix)
     if report is None:
         return finish(check, prefix, text)
     growth = report.get("growth") or []
     for g in growth:
         print("growth: " + describe(g))
-    check.true(len(growth) == want, f"{len(growth)} growth entries, expected {want}")
+    check.true(f"{len(growth)} growth entries, expected {want}", len(growth) == want)
     for g in growth:
         check_steps(check, g, 30)
         top = (g.get("frames") or [{}])[0]
         if site:
-            check.true(site in sites, f"no `// LEAK-SITE: {site}` marker in {source}")
-            check.true(os.path.basename(top.get("file") or "") == os.path.basename(source)
-                       and top.get("line") == sites.get(site),
-                       f"frames[0] is {top.get('file')}:{top.get('line')}, expected "
-                       f"{os.path.basename(source)}:{sites.get(site)}: {describe(g)}")
-        check.true(g.get("kind") == "device" and g.get("api") == "cudaMalloc",
-                   f"expected a device cudaMalloc site: {describe(g)}")
+            check.true(f"no `// LEAK-SITE: {site}` marker in {source}", site in sites)
+            check.true(f"frames[0] is {top.get('file')}:{top.get('line')}, expected "
+                       f"{os.path.basename(source)}:{sites.get(site)}: {describe(g)}",
+                       os.path.basename(top.get("file") or "") == os.path.basename(source)
+                       and top.get("line") == sites.get(site))
+        check.true(f"expected a device cudaMalloc site: {describe(g)}",
+                   g.get("kind") == "device" and g.get("api") == "cudaMalloc")
     return finish(check, prefix, text)
 
 
 def main(argv):
-    if len(argv) >= 4 and argv[0] == "script":
-        return cmd_script(argv[1], argv[2], argv[3], argv[4:])
-    if len(argv) == 3 and argv[0] == "helper":
-        return cmd_helper(argv[1], argv[2])
-    if len(argv) == 3 and argv[0] == "nvtx":
-        return cmd_nvtx(argv[1], argv[2])
+    try:
+        if len(argv) >= 4 and argv[0] == "script":
+            return cmd_script(argv[1], argv[2], argv[3], argv[4:])
+        if len(argv) == 3 and argv[0] == "helper":
+            return cmd_helper(argv[1], argv[2])
+        if len(argv) == 3 and argv[0] == "nvtx":
+            return cmd_nvtx(argv[1], argv[2])
+    except Failed as e:
+        print("FAIL: %s" % e)
+        return 1
     print(__doc__)
     return 2
 

@@ -37,134 +37,52 @@ import glob
 import json
 import os
 import random
-import resource
-import shutil
-import signal
 import stat
 import subprocess
 import sys
 import tempfile
-import time
 
-SKIP = 77
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import harness  # noqa: E402
+from harness import (Checker, Failed, clean_env, need, preload, skip, tail,  # noqa: E402
+                     with_simcuda)
+
 WATCHDOG = 120  # seconds per child process unless a scenario says otherwise
 
 
-# The assertion helpers are the integration harness's (one definition).
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
-from run import Checker, Failed, skip  # noqa: E402
-from preload import preload  # noqa: E402  (tests/, on the path through run)
-
-
-def cfg(name, what=None):
-    value = os.environ.get(name, "")
-    if not value:
-        skip("%s is not built in this configuration (%s is empty)" % (what or name, name))
-    if not os.path.exists(value):
-        skip("%s does not exist yet: %s" % (what or name, value))
-    return value
-
-
 def binary(name):
-    return cfg("TSEAL_REL_BIN_" + name, "test program " + name)
+    return need("TSEAL_REL_BIN_" + name, "test program " + name)
 
 
 def base_env(with_shim=True):
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("TORCHSEAL_", "TSEAL_", "SIMCUDA_"))
-           and k not in ("LD_PRELOAD", "STRESS_PAIRS")}
     # ASAN_OPTIONS etc. pass through (sanitizer runs).
-    simcuda = cfg("TSEAL_REL_SIMCUDA_DIR", "simcuda")
+    env = clean_env(drop_prefixes=("TORCHSEAL_", "TSEAL_", "SIMCUDA_"), drop=("STRESS_PAIRS",))
+    simcuda = need("TSEAL_REL_SIMCUDA_DIR", "simcuda")
     for lib in ("libcudart.so.13", "libcuda.so.1"):
         if not os.path.exists(os.path.join(simcuda, lib)):
             skip("simcuda's %s is not built yet in %s" % (lib, simcuda))
-    old = env.get("LD_LIBRARY_PATH")
-    env["LD_LIBRARY_PATH"] = simcuda + (":" + old if old else "")
+    with_simcuda(env, simcuda)
     linked = os.environ.get("TSEAL_REL_SHIM_LINKED") == "1"
-    shim = cfg("TSEAL_REL_SHIM", "shim (libtorchseal.so)") if with_shim and not linked else None
+    shim = need("TSEAL_REL_SHIM", "shim (libtorchseal.so)") if with_shim and not linked else None
     if preload(shim):
         env["LD_PRELOAD"] = preload(shim)
     env["TORCHSEAL_LOG"] = "warn"
     return env
 
 
-class Result:
-    def __init__(self, argv, pid, rc, out, err, seconds):
-        self.argv, self.pid, self.returncode = argv, pid, rc
-        self.stdout, self.stderr, self.seconds = out, err, seconds
-
-    def status(self):
-        rc = self.returncode
-        if rc < 0:
-            try:
-                return "killed by %s" % signal.Signals(-rc).name
-            except ValueError:
-                return "killed by signal %d" % -rc
-        return "exit %d" % rc
-
-    def describe(self):
-        return "$ %s\n  %s after %.1fs\n  stdout: %s\n  stderr: %s" % (
-            " ".join(self.argv), self.status(), self.seconds, tail(self.stdout), tail(self.stderr))
-
-    def value(self, key, last=True):
-        vals = [l.split("=", 1)[1] for l in self.stdout.splitlines() if l.startswith(key + "=")]
-        if not vals:
-            raise Failed("the program printed no `%s=` line\n%s" % (key, self.describe()))
-        return int(vals[-1 if last else 0], 0)
-
-    def ours(self):
-        return [l for l in self.stderr.splitlines() if l.startswith("torchseal:")]
-
-
-def tail(text, n=12):
-    lines = text.splitlines()
-    if len(lines) > n:
-        lines = ["..."] + lines[-n:]
-    return "\n    | " + "\n    | ".join(lines) if lines else "(empty)"
-
-
-def no_core():
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-
-
 def run(argv, env, cwd=None, watchdog=WATCHDOG, umask=None):
-    """Runs argv in its own process group; a hang past `watchdog` kills the
-    group and raises Failed (a deadlock is a failure, never a hang of CI)."""
-    def pre():
-        no_core()
-        if umask is not None:
-            os.umask(umask)
-    t0 = time.monotonic()
-    try:
-        proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, universal_newlines=True,
-                                errors="replace", start_new_session=True, preexec_fn=pre)
-    except OSError as e:
-        raise Failed("cannot start %s: %s" % (argv[0], e))
-    try:
-        out, err = proc.communicate(timeout=watchdog)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        out, err = proc.communicate()
-        raise Failed("DEADLOCK/HANG: watchdog killed %s after %ds\n  stdout: %s\n  stderr: %s"
-                     % (" ".join(argv), watchdog, tail(out), tail(err)))
-    return Result(argv, proc.pid, proc.returncode, out, err, time.monotonic() - t0)
+    """Every child runs in its own process group under a watchdog: a hang
+    past `watchdog` kills the group and fails (a deadlock is a failure,
+    never a hang of CI)."""
+    return harness.run(argv, env, cwd=cwd, timeout=watchdog, watchdog=True, umask=umask)
 
 
 def load_json(check, path, what):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError) as e:
-        check.fail("%s: cannot read %s: %s" % (what, path, e))
-        return None
+    return check.read_json(path, what)
 
 
 def histstat(path):
-    tool = cfg("TSEAL_REL_HISTSTAT", "histstat")
+    tool = need("TSEAL_REL_HISTSTAT", "histstat")
     p = subprocess.run([tool, path], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        universal_newlines=True, timeout=300)
     try:

@@ -17,13 +17,13 @@ import glob
 import json
 import os
 import pickle
-import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from preload import preload  # noqa: E402
+import harness  # noqa: E402
+from harness import SKIP, Checker, preload  # noqa: E402
 
 SRC = os.environ.get("TSEAL_TORCH_SOURCE") or os.path.abspath(
     os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -34,8 +34,7 @@ EXAMPLES = os.path.join(SRC, "examples", "python", "torch")
 SIMGPU = os.path.join(SRC, "scripts", "simgpu")
 TORCH_ENV = os.path.join(SRC, "scripts", "torch-env")
 
-SKIP = 77
-failures = []
+CHECK = Checker("torch " + " ".join(sys.argv[1:]), verbose=True)
 
 
 def loud_skip(reason):
@@ -45,21 +44,8 @@ def loud_skip(reason):
     sys.exit(SKIP)
 
 
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures.append(what)
-    return cond
-
-
 def done():
-    if failures:
-        print(f"{len(failures)} check(s) failed:")
-        for f in failures:
-            print("  - " + f)
-        sys.exit(1)
-    print("all checks passed")
-    sys.exit(0)
+    sys.exit(CHECK.finish())
 
 
 # ------------------------------------------------------------ environment
@@ -69,8 +55,7 @@ def torch_env():
     with open(os.path.join(SRC, ".cache", "torch-env.lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         t0 = time.time()
-        p = subprocess.run(["bash", TORCH_ENV], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           text=True)
+        p = harness.run(["bash", TORCH_ENV], None, timeout=None)
         if p.returncode != 0:
             loud_skip("scripts/torch-env failed (exit %d): %s" %
                       (p.returncode, (p.stderr or p.stdout).strip()[-2000:]))
@@ -109,12 +94,9 @@ def sim_env(extra=None, shim=False, mode="segments", output=None):
 
 def run(py, args, timeout=300, **kw):
     cmd = ["bash", SIMGPU, "--build", BUILD, py] + args
-    t0 = time.time()
-    p = subprocess.run(cmd, env=sim_env(**kw), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       text=True, timeout=timeout)
-    dt = time.time() - t0
+    p = harness.run(cmd, sim_env(**kw), timeout=timeout, merge_stderr=True)
     shown = " ".join(a if len(a) < 80 else a[:40].replace("\n", " ") + "..." for a in args)
-    print(f"$ {shown}  [{kw.get('mode', 'segments')}, exit {p.returncode}, {dt:.1f}s]")
+    print(f"$ {shown}  [{kw.get('mode', 'segments')}, exit {p.returncode}, {p.seconds:.1f}s]")
     for line in p.stdout.splitlines()[-15:]:
         print("  | " + line)
     return p
@@ -182,9 +164,10 @@ def scenario_smoke():
                        ("expandable", "expandable_segments:True")]:
         extra = {"PYTORCH_CUDA_ALLOC_CONF": conf} if conf else {}
         p = run(py, ["-c", SMOKE], extra=extra, mode="plain")
-        check(p.returncode == 0 and "OK " in p.stdout,
-              f"smoke under PYTORCH_CUDA_ALLOC_CONF={conf or '(default)'}")
-        check("not simulated" not in p.stdout, f"no unsimulated CUDA call ({conf or 'default'})")
+        CHECK.true(f"smoke under PYTORCH_CUDA_ALLOC_CONF={conf or '(default)'}",
+                   p.returncode == 0 and "OK " in p.stdout)
+        CHECK.true(f"no unsimulated CUDA call ({conf or 'default'})",
+                   "not simulated" not in p.stdout)
     done()
 
 
@@ -227,9 +210,9 @@ def scenario_pattern(pattern, mode):
             out = os.path.join(tmp, variant)
             args = [script] + (["--fixed"] if variant == "fixed" else [])
             p = run(py, args, shim=True, mode=mode, output=out, extra=extra)
-            check(p.returncode == 0, f"{pattern} {variant} ran ({mode})")
+            CHECK.true(f"{pattern} {variant} ran ({mode})", p.returncode == 0)
             if not os.path.exists(out + ".json"):
-                check(False, f"{pattern} {variant} wrote {out}.json")
+                CHECK.true(f"{pattern} {variant} wrote {out}.json", False)
                 continue
             reports[variant] = r = load(out + ".json")
             for g in r.get("growth") or []:
@@ -240,7 +223,8 @@ def scenario_pattern(pattern, mode):
             r = reports["leaky"]
             growth = r.get("growth") or []
             at_example = [g for g in growth if frames_in(g, script)]
-            if not check(bool(at_example), f"{pattern} leaky: growth flagged at {pattern}.py ({mode})"):
+            if not CHECK.true(f"{pattern} leaky: growth flagged at {pattern}.py ({mode})",
+                              bool(at_example)):
                 # Say precisely what is missing.
                 print(f"  growth entries: {len(growth)}; live allocations at exit: "
                       f"{[describe(l) for l in r.get('leaks', [])[:5]]}")
@@ -248,20 +232,20 @@ def scenario_pattern(pattern, mode):
                 lines = {f["line"] for g in at_example for f in frames_in(g, script)}
                 in_leaky = [l for l in lines for fn in LEAKY_FUNCS[pattern]
                             if fn in ranges and ranges[fn][0] <= l <= ranges[fn][1]]
-                check(bool(in_leaky), f"{pattern} leaky: the growth's Python line {sorted(lines)} "
-                      f"is in {LEAKY_FUNCS[pattern]}")
+                CHECK.true(f"{pattern} leaky: the growth's Python line {sorted(lines)} "
+                           f"is in {LEAKY_FUNCS[pattern]}", bool(in_leaky))
             if pattern == "oom_retry":
-                check(bool(r.get("ooms")), f"{pattern} leaky: the OOM is reported ({mode})")
+                CHECK.true(f"{pattern} leaky: the OOM is reported ({mode})", bool(r.get("ooms")))
         if "fixed" in reports:
             r = reports["fixed"]
             bad = [g for g in r.get("growth") or [] if frames_in(g, script)]
-            check(not bad, f"{pattern} fixed: no growth at {pattern}.py ({mode})"
-                  + (f": {[describe(g) for g in bad]}" if bad else ""))
+            CHECK.true(f"{pattern} fixed: no growth at {pattern}.py ({mode})"
+                       + (f": {[describe(g) for g in bad]}" if bad else ""), not bad)
             if mode == "tensors":
                 live_user = [l for l in r.get("leaks", []) if frames_in(l, script)
                              and l.get("kind") != "host-pinned"]
-                check(not live_user, f"{pattern} fixed: nothing from {pattern}.py live at exit "
-                      f"({[describe(l) for l in live_user]})")
+                CHECK.true(f"{pattern} fixed: nothing from {pattern}.py live at exit "
+                           f"({[describe(l) for l in live_user]})", not live_user)
     done()
 
 
@@ -306,11 +290,13 @@ def scenario_truth(mode):
         rows_path = os.path.join(tmp, "rows.json")
         p = run(py, [script, mode], shim=True, mode=mode, output=out,
                 extra={"TRUTH_OUT": rows_path})
-        if not check(p.returncode == 0 and os.path.exists(rows_path), f"truth script ran ({mode})"):
+        if not CHECK.true(f"truth script ran ({mode})",
+                          p.returncode == 0 and os.path.exists(rows_path)):
             done()
         rows = load(rows_path)
         dumps = dumps_of(out)
-        check(len(dumps) == len(rows), f"one dump per step: {len(dumps)} dumps, {len(rows)} steps")
+        CHECK.true(f"one dump per step: {len(dumps)} dumps, {len(rows)} steps",
+                   len(dumps) == len(rows))
         print(f"  {'step':>4} {'torch':>12} {'torchseal':>12} {'allocs':>6}")
         for i, (row, path) in enumerate(zip(rows, dumps)):
             r = load(path)
@@ -328,13 +314,14 @@ def scenario_truth(mode):
                 truth = row["reserved"]
                 ok = ours == truth
             print(f"  {i:>4} {truth:>12} {ours:>12} {n:>6}")
-            check(ok, f"step {i}: torchseal live bytes {ours} match torch "
-                  f"{'memory_allocated' if mode == 'tensors' else 'memory_reserved'} {truth}")
+            CHECK.true(f"step {i}: torchseal live bytes {ours} match torch "
+                       f"{'memory_allocated' if mode == 'tensors' else 'memory_reserved'} {truth}", ok)
         if mode == "segments" and os.path.exists(out + ".json"):
             s = load(out + ".json")["summary"]
-            check(s["cached_bytes"] == rows[-1]["reserved"],
-                  f"exit: cached_bytes {s['cached_bytes']} == memory_reserved() {rows[-1]['reserved']}")
-            check(s["leaked_bytes"] == 0, f"exit: no leak reported in segments mode ({s['leaked_bytes']})")
+            CHECK.true(f"exit: cached_bytes {s['cached_bytes']} == memory_reserved() {rows[-1]['reserved']}",
+                       s["cached_bytes"] == rows[-1]["reserved"])
+            CHECK.true(f"exit: no leak reported in segments mode ({s['leaked_bytes']})",
+                       s["leaked_bytes"] == 0)
     done()
 
 
@@ -364,11 +351,11 @@ def scenario_memory_viz():
         snap_path = os.path.join(tmp, "torch_snapshot.pickle")
         p = run(py, [script], shim=True, mode="segments", output=out,
                 extra={"SNAPSHOT_OUT": snap_path})
-        if not check(p.returncode == 0 and os.path.exists(snap_path), "snapshot script ran"):
+        if not CHECK.true("snapshot script ran", p.returncode == 0 and os.path.exists(snap_path)):
             done()
         ours_path = os.path.join(tmp, "ours.pickle")
-        e = subprocess.run([CLI, "export", out + ".tseal", "--memory-viz", ours_path],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        e = harness.run([CLI, "export", out + ".tseal", "--memory-viz", ours_path], None,
+                        merge_stderr=True)
         if e.returncode != 0 or not os.path.exists(ours_path):
             loud_skip("`torchseal export --memory-viz` is not available or failed:\n" + e.stdout)
         torch_snap = pickle.load(open(snap_path, "rb"))
@@ -387,7 +374,8 @@ def scenario_memory_viz():
               f"torchseal {len(os_)} ({sum(s for _, s in os_)} B)")
         for a, b in zip(ts, os_):
             print(f"    torch {a[0]:#x} {a[1]:>10}   torchseal {b[0]:#x} {b[1]:>10}")
-        check(ts == os_, "same segments (address, size) in torch's snapshot and torchseal's export")
+        CHECK.true("same segments (address, size) in torch's snapshot and torchseal's export",
+                   ts == os_)
         tb, ob = blocks(torch_snap), blocks(ours)
         print(f"  live blocks: torch {len(tb)} ({sum(s for _, s in tb)} B), "
               f"torchseal {len(ob)} ({sum(s for _, s in ob)} B)")
@@ -413,20 +401,21 @@ def scenario_dataloader():
         script = os.path.join(EXAMPLES, "dataloader_workers.py")
         p = run(py, [script], shim=True, mode="segments", output=out,
                 extra={"EXAMPLE_STEPS": "8"})
-        check(p.returncode == 0 and "dataloader:" in p.stdout, "DataLoader training ran")
+        CHECK.true("DataLoader training ran", p.returncode == 0 and "dataloader:" in p.stdout)
         files = sorted(os.listdir(tmp))
         print(f"  files: {files}")
         jsons = [f for f in files if f.endswith(".json")]
-        check(len(jsons) == 1, f"exactly one report (the parent's): {jsons}")
+        CHECK.true(f"exactly one report (the parent's): {jsons}", len(jsons) == 1)
         pids = {f.split(".")[0] for f in files}
-        check(len(pids) == 1, f"workers (which never call CUDA) write nothing: {sorted(pids)}")
+        CHECK.true(f"workers (which never call CUDA) write nothing: {sorted(pids)}", len(pids) == 1)
         if len(jsons) == 1:
             r = load(os.path.join(tmp, jsons[0]))
-            check(jsons[0] == f"dl-{r['process']['pid']}.json", "the report is the parent's")
-            check(r["summary"]["leaked_bytes"] == 0,
-                  f"no leak in the parent ({r['summary']['leaked_bytes']} B)")
-            check(r["summary"]["cached_bytes"] > 0, "the caching allocator's segments are cached_bytes")
-            check(r["summary"]["events"] > 0, "events recorded")
+            CHECK.true("the report is the parent's", jsons[0] == f"dl-{r['process']['pid']}.json")
+            CHECK.true(f"no leak in the parent ({r['summary']['leaked_bytes']} B)",
+                       r["summary"]["leaked_bytes"] == 0)
+            CHECK.true("the caching allocator's segments are cached_bytes",
+                       r["summary"]["cached_bytes"] > 0)
+            CHECK.true("events recorded", r["summary"]["events"] > 0)
     done()
 
 
@@ -446,15 +435,14 @@ def scenario_replay_segments():
         out = os.path.join(tmp, "replay")
         p = run(py, [os.path.join(EXAMPLES, "accumulate_loss.py"), "--fixed"], shim=True,
                 mode="segments", output=out, extra={"EXAMPLE_STEPS": "4"})
-        check(p.returncode == 0, "example ran")
+        CHECK.true("example ran", p.returncode == 0)
         live = load(out + ".json")["summary"]
-        e = subprocess.run([CLI, "report", out + ".tseal", "--format", "json"],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        check(e.returncode == 0, "torchseal report P.tseal ran")
+        e = harness.run([CLI, "report", out + ".tseal", "--format", "json"], None)
+        CHECK.true("torchseal report P.tseal ran", e.returncode == 0)
         replay = json.loads(e.stdout)["summary"] if e.returncode == 0 else {}
         for k in ("leaked_bytes", "leaked_allocations", "cached_bytes"):
-            check(live.get(k) == replay.get(k),
-                  f"summary.{k}: in-process {live.get(k)} == replayed {replay.get(k)}")
+            CHECK.true(f"summary.{k}: in-process {live.get(k)} == replayed {replay.get(k)}",
+                       live.get(k) == replay.get(k))
     done()
 
 
@@ -467,12 +455,13 @@ def scenario_pinned_cache_tensors():
         out = os.path.join(tmp, "pinned")
         p = run(py, [os.path.join(EXAMPLES, "accumulate_loss.py"), "--fixed"], shim=True,
                 mode="tensors", output=out, extra={"EXAMPLE_STEPS": "4"})
-        check(p.returncode == 0, "example ran")
+        CHECK.true("example ran", p.returncode == 0)
         r = load(out + ".json")
         pinned = [l for l in r.get("leaks", []) if l.get("kind") == "host-pinned"
                   and any("CachingHostAllocator" in (f.get("function") or "")
                           for f in l.get("frames", []))]
-        check(not pinned, f"no leak from PyTorch's pinned-host cache: {[describe(l) for l in pinned]}")
+        CHECK.true(f"no leak from PyTorch's pinned-host cache: {[describe(l) for l in pinned]}",
+                   not pinned)
     done()
 
 

@@ -3,34 +3,28 @@
 environment `run` hands to the command. Usage: cli_test.py TORCHSEAL FAKE_SHIM"""
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from preload import preload  # noqa: E402
+import harness  # noqa: E402
+from harness import Checker, preload  # noqa: E402
 
 TS, SHIM = sys.argv[1], sys.argv[2]
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
+CHECK = Checker("cli_test")
 
 
 def run(args, env=None):
     e = dict(os.environ)
     e.update(env or {})
-    return subprocess.run([TS] + args, capture_output=True, text=True, env=e)
+    return harness.run([TS] + args, e, timeout=None)
 
 
 def one_error_line(p, needle, what):
     lines = p.stderr.strip().splitlines()
-    check(p.returncode == 2, f"{what}: exit 2, got {p.returncode}")
-    check(len(lines) == 1 and lines[0].startswith("torchseal: error: ") and needle in lines[0],
-          f"{what}: one-line error containing {needle!r}, got {p.stderr!r}")
+    CHECK.true(f"{what}: exit 2, got {p.returncode}", p.returncode == 2)
+    CHECK.true(f"{what}: one-line error containing {needle!r}, got {p.stderr!r}",
+               len(lines) == 1 and lines[0].startswith("torchseal: error: ") and needle in lines[0])
 
 
 REPORT = {
@@ -55,14 +49,16 @@ with tempfile.TemporaryDirectory() as d:
 
     p = run(["report", good])
     out = p.stdout.splitlines()
-    check(p.returncode == 0, "report: exit 0")
-    check(out and out[0] == "==321==torchseal: detected memory leaks", f"report: first line {out[:1]}")
-    check(out and out[-1] == "SUMMARY: torchseal: 512 byte(s) leaked in 2 allocation(s).",
-          f"report: last line {out[-1:]}")
-    check("    #0 0x401136 in main /s/a.cpp:4 (/a.out)" in out, "report: frame line")
+    CHECK.true("report: exit 0", p.returncode == 0)
+    CHECK.true(f"report: first line {out[:1]}",
+               out and out[0] == "==321==torchseal: detected memory leaks")
+    CHECK.true(f"report: last line {out[-1:]}",
+               out and out[-1] == "SUMMARY: torchseal: 512 byte(s) leaked in 2 allocation(s).")
+    CHECK.true("report: frame line", "    #0 0x401136 in main /s/a.cpp:4 (/a.out)" in out)
 
     p = run(["report", "--format", "json", good])
-    check(p.returncode == 0 and json.loads(p.stdout) == REPORT, "report --format json re-emits the report")
+    CHECK.true("report --format json re-emits the report",
+               p.returncode == 0 and json.loads(p.stdout) == REPORT)
 
     bad = os.path.join(d, "bad.json")
     with open(bad, "w") as f:
@@ -89,7 +85,7 @@ with tempfile.TemporaryDirectory() as d:
 
     for sub in ([], ["run"], ["report"]):
         p = run(sub + ["--help"])
-        check(p.returncode == 0 and "Usage:" in p.stdout, f"{sub} --help")
+        CHECK.true(f"{sub} --help", p.returncode == 0 and "Usage:" in p.stdout)
 
     # run: environment handed to the command, LD_PRELOAD order kept, exit status passed through.
     p = run(["run", "--output", d + "/out-%p", "--exit-code", "23", "--backend", "hooks",
@@ -100,24 +96,25 @@ with tempfile.TemporaryDirectory() as d:
              "'TORCHSEAL_BACKEND','TORCHSEAL_STACK_DEPTH','TORCHSEAL_LOG'])); sys.exit(7)"],
             env={"TORCHSEAL_SHIM": SHIM, "LD_PRELOAD": ""})
     lines = p.stdout.splitlines()
-    check(p.returncode == 7, f"run: command's exit status, got {p.returncode} {p.stderr!r}")
-    check(lines[:1] == [os.path.realpath(SHIM)] or lines[:1] == [SHIM], f"run: LD_PRELOAD {lines[:1]}")
-    check(lines[1:2] == [f"{d}/out-%p,23,hooks,16,debug"], f"run: env {lines[1:2]}")
+    CHECK.true(f"run: command's exit status, got {p.returncode} {p.stderr!r}", p.returncode == 7)
+    CHECK.true(f"run: LD_PRELOAD {lines[:1]}",
+               lines[:1] == [os.path.realpath(SHIM)] or lines[:1] == [SHIM])
+    CHECK.true(f"run: env {lines[1:2]}", lines[1:2] == [f"{d}/out-%p,23,hooks,16,debug"])
 
     # In a sanitizer run the CLI itself is instrumented: its runtime must come
-    # before any preload (tests/preload.py), and is kept like any other entry.
+    # before any preload (tests/harness/env.py), and is kept like any other entry.
     existing = preload("libm.so.6")
     p = run(["run", "--", "sh", "-c", 'echo "$LD_PRELOAD"'],
             env={"TORCHSEAL_SHIM": SHIM, "LD_PRELOAD": existing})
-    check(p.stdout.strip() == SHIM + ":" + existing, f"run: existing LD_PRELOAD kept, got {p.stdout!r}")
+    CHECK.true(f"run: existing LD_PRELOAD kept, got {p.stdout!r}",
+               p.stdout.strip() == SHIM + ":" + existing)
 
     one_error_line(run(["run", "--", "true"], env={"TORCHSEAL_SHIM": d + "/nope.so"}),
                    "TORCHSEAL_SHIM", "missing shim override")
     one_error_line(run(["run", "--backend", "gpu", "--", "true"], env={"TORCHSEAL_SHIM": SHIM}),
                    "--backend", "bad backend")
     p = run(["run", "--", d + "/no-such-command"], env={"TORCHSEAL_SHIM": SHIM})
-    check(p.returncode == 127 and p.stderr.startswith("torchseal: error: cannot run"),
-          f"run: missing command, got {p.returncode} {p.stderr!r}")
+    CHECK.true(f"run: missing command, got {p.returncode} {p.stderr!r}",
+               p.returncode == 127 and p.stderr.startswith("torchseal: error: cannot run"))
 
-print("cli_test: %d failure(s)" % len(failures))
-sys.exit(1 if failures else 0)
+sys.exit(CHECK.finish())

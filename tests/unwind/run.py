@@ -15,12 +15,12 @@ Python 3 standard library only.
 import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from preload import preload  # noqa: E402
+import harness  # noqa: E402
+from harness import Failed, clean_env, preload, skip  # noqa: E402
 
 ENV = os.environ
 SHIM, CLI = ENV["TSEAL_UW_SHIM"], ENV["TSEAL_UW_CLI"]
@@ -29,31 +29,26 @@ CHECK_RE = re.compile(r"unwind check: (\d+) stacks compared with libunwind, (\d+
                       r"(\d+) walked by libunwind alone; (\d+) frame rules learned")
 
 
-def fail(msg):
-    print("FAIL: " + msg)
-    sys.exit(1)
-
-
 def run(cmd, tmp, unwind, extra=None, backend="hooks"):
-    env = {k: v for k, v in ENV.items() if not k.startswith("TORCHSEAL_")}
+    env = clean_env(drop_prefixes=("TORCHSEAL_",))
     env.update({"LD_PRELOAD": preload(SHIM), "LD_LIBRARY_PATH": SIM,
                 "TORCHSEAL_UNWIND": unwind, "TORCHSEAL_BACKEND": backend,
                 "TORCHSEAL_OUTPUT": os.path.join(tmp, "P-%p")})
     env.update(extra or {})
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=150)
+    p = harness.run(cmd, env, timeout=150)
     if p.returncode != 0:
-        fail(f"{cmd} exited {p.returncode}\nstdout:\n{p.stdout}\nstderr:\n{p.stderr}")
+        raise Failed(f"{cmd} exited {p.returncode}\nstdout:\n{p.stdout}\nstderr:\n{p.stderr}")
     return p
 
 
 def check_line(stderr):
     m = CHECK_RE.search(stderr)
     if not m:
-        fail("no unwind check line in stderr:\n" + stderr)
+        raise Failed("no unwind check line in stderr:\n" + stderr)
     compared, differed, alone, rules = map(int, m.groups())
     print(f"compared={compared} differed={differed} libunwind_alone={alone} rules={rules}")
     if differed:
-        fail(f"{differed} of {compared} stacks differ from libunwind's:\n" + stderr)
+        raise Failed(f"{differed} of {compared} stacks differ from libunwind's:\n" + stderr)
     return compared, alone, rules
 
 
@@ -65,24 +60,23 @@ def zoo(backend="hooks"):
         with open(os.path.join(tmp, reports[0])) as f:
             used = json.load(f).get("process", {}).get("backend")
         if used != backend:
-            fail(f"backend {used}, want {backend}")
+            raise Failed(f"backend {used}, want {backend}")
         # 41 depths x 3, realigned, alloca, 4 x 50 threads, the first plugin
         # rounds.
         if compared < 41 * 3 + 2 + 200 + 15:
-            fail(f"only {compared} stacks compared")
+            raise Failed(f"only {compared} stacks compared")
         if alone < 2:
-            fail(f"signal frame / alternate stack: {alone} captures went to libunwind, want >= 2")
+            raise Failed(f"signal frame / alternate stack: {alone} captures went to libunwind, want >= 2")
         if rules < 10:
-            fail(f"only {rules} rules learned")
+            raise Failed(f"only {rules} rules learned")
         if "unloaded too often" not in p.stderr:
-            fail("70 plugin unloads: no line saying the walker gave up its rules:\n" + p.stderr)
+            raise Failed("70 plugin unloads: no line saying the walker gave up its rules:\n" + p.stderr)
 
 
 def python():
     pythons = ENV.get("TSEAL_UW_PYTHONS", "").split()
     if not pythons:
-        print("SKIP: no CPython interpreter found")
-        sys.exit(77)
+        skip("no CPython interpreter found")
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "py_alloc.py")
     for py in pythons:
         with tempfile.TemporaryDirectory() as tmp:
@@ -91,7 +85,7 @@ def python():
             compared, _, _ = check_line(p.stderr)
             # 14 depths x 3, a generator of 20, 10 methods, a thread of 20.
             if compared < 92:
-                fail(f"{py}: only {compared} stacks compared")
+                raise Failed(f"{py}: only {compared} stacks compared")
 
 
 def sites(report):
@@ -112,16 +106,20 @@ def same_sites():
             run([ZOO, "leak", PLUGIN], tmp, mode)
             reports = [f for f in os.listdir(tmp) if f.endswith(".json")]
             if len(reports) != 1:
-                fail(f"{mode}: expected one report, found {reports}")
+                raise Failed(f"{mode}: expected one report, found {reports}")
             got[mode] = sites(os.path.join(tmp, reports[0]))
     if not got["fast"] or len(got["fast"]) < 3:
-        fail(f"expected >= 3 leak sites, got {got['fast']}")
+        raise Failed(f"expected >= 3 leak sites, got {got['fast']}")
     if got["fast"] != got["libunwind"]:
-        fail("leak sites differ:\nfast:\n%s\nlibunwind:\n%s" % (
+        raise Failed("leak sites differ:\nfast:\n%s\nlibunwind:\n%s" % (
             json.dumps(got["fast"], indent=1), json.dumps(got["libunwind"], indent=1)))
     print(f"{len(got['fast'])} leak sites, identical frames")
 
 
-{"zoo": zoo, "zoo-cupti": lambda: zoo("cupti"), "python": python,
- "same-sites": same_sites}[sys.argv[1]]()
+try:
+    {"zoo": zoo, "zoo-cupti": lambda: zoo("cupti"), "python": python,
+     "same-sites": same_sites}[sys.argv[1]]()
+except Failed as e:
+    print("FAIL: %s" % e)
+    sys.exit(1)
 print("PASS")

@@ -1,0 +1,19 @@
+"""What every Python test runner under tests/ shares (one definition each).
+
+    check     SKIP, Failed, skip(), the Checker that collects differences,
+              load_json()
+    process   run() a child with a time limit (optionally a watchdog that
+              kills its process group, a umask); Result describes it
+    env       preload() (sanitizer runtimes first), clean_env() without
+              torchseal settings, with_simcuda(), need() for meson's paths
+
+A runner puts tests/ on sys.path and imports from here. Python 3 standard
+library only.
+"""
+
+from .check import SKIP, Checker, Failed, load_json, skip
+from .env import clean_env, need, preload, with_simcuda
+from .process import Result, run, tail
+
+__all__ = ["SKIP", "Checker", "Failed", "load_json", "skip", "clean_env", "need", "preload",
+           "with_simcuda", "Result", "run", "tail"]
