@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "format/event_codec.h"
+#include "format/records.h"
 #include "format/tseal_format.h"
 
 namespace torchseal {
@@ -42,8 +43,9 @@ class Reader {
       case Chunk::Pass: flush_pass(); return true;
       case Chunk::Symbols: return symbols(r);
       case Chunk::End: return end(r);
+      case Chunk::Labels: return labels(r);
     }
-    return false;
+    return true;  // a newer writer's chunk type: skipped (docs/tseal-format.md)
   }
 
   void finish() { flush_pass(); }
@@ -52,136 +54,82 @@ class Reader {
 
  private:
   bool process(ByteReader &r) {
-    ProcessInfo p;
-    p.pid = static_cast<int64_t>(r.u64());
-    p.rank = r.svarint();
-    p.hostname = r.str();
-    p.start_time = r.f64();
-    p.backend = r.str();
-    p.python = r.str();
-    uint64_t argc = r.varint();
-    for (uint64_t i = 0; i < argc && r.ok(); ++i) p.argv.push_back(r.str());
-    double clock_base = r.f64();
-    if (!r.ok()) return false;
-    sink_.on_process(p, clock_base);
+    tseal::ProcessRecord rec;
+    if (!rec.decode(r)) return false;
+    sink_.on_process(rec.info, rec.clock_base);
     return true;
   }
 
   bool modules(ByteReader &r) {
-    uint64_t n = r.varint();
-    std::vector<Module> mods;
-    for (uint64_t i = 0; i < n && r.ok(); ++i) {
-      Module m;
-      m.path = r.str();
-      m.base = r.u64();
-      m.lo = r.u64();
-      m.hi = r.u64();
-      m.build_id = r.str();
-      mods.push_back(std::move(m));
-    }
-    if (!r.ok()) return false;
-    sink_.on_modules(mods);
+    tseal::ModulesRecord rec;
+    if (!rec.decode(r)) return false;
+    sink_.on_modules(rec.modules);
     return true;
   }
 
   bool stacks(ByteReader &r) {
-    uint64_t n = r.varint();
-    for (uint64_t i = 0; i < n && r.ok(); ++i) {
-      auto id = static_cast<StackId>(r.varint());
-      uint64_t len = r.varint();
-      if (len > 4096) return false;
-      std::vector<uint64_t> ips;
-      ips.reserve(len);
-      uint64_t prev = 0;
-      for (uint64_t k = 0; k < len && r.ok(); ++k) {
-        prev += static_cast<uint64_t>(r.svarint());
-        ips.push_back(prev);
-      }
-      if (!r.ok()) return false;
-      sink_.on_stack(id, std::move(ips));
-    }
-    return r.ok();
+    tseal::StacksRecord rec;
+    if (!rec.decode(r)) return false;
+    for (auto &[id, ips] : rec.stacks) sink_.on_stack(id, std::move(ips));
+    return true;
   }
 
+  // String ids refer to this chunk's strings or an earlier chunk's.
   bool pystacks(ByteReader &r) {
-    uint64_t ns = r.varint();
-    for (uint64_t i = 0; i < ns && r.ok(); ++i) {
-      uint64_t id = r.varint();
-      std::string str = r.str();
-      if (!r.ok() || id == 0 || id > (1u << 24)) return false;
+    tseal::PyStacksRecord rec;
+    if (!rec.decode(r)) return false;
+    for (auto &[id, str] : rec.strings) {
       if (py_strings_.size() <= id) py_strings_.resize(id + 1);
       py_strings_[id] = std::move(str);
     }
-    uint64_t nk = r.varint();
-    for (uint64_t i = 0; i < nk && r.ok(); ++i) {
-      auto id = static_cast<PyStackId>(r.varint());
-      uint64_t n = r.varint();
-      if (n > 4096) return false;
+    for (auto &[id, refs] : rec.stacks) {
       std::vector<PyFrame> frames;
-      for (uint64_t k = 0; k < n && r.ok(); ++k) {
-        uint64_t fn = r.varint(), file = r.varint();
-        PyFrame f;
-        f.line = static_cast<int>(r.varint());
-        if (fn >= py_strings_.size() || file >= py_strings_.size()) return false;
-        f.function = py_strings_[fn];
-        f.file = py_strings_[file];
-        frames.push_back(std::move(f));
+      frames.reserve(refs.size());
+      for (const auto &f : refs) {
+        if (f.function >= py_strings_.size() || f.file >= py_strings_.size()) return false;
+        frames.push_back({py_strings_[f.function], py_strings_[f.file], static_cast<int>(f.line)});
       }
-      if (!r.ok()) return false;
       sink_.on_pystack(id, std::move(frames));
     }
-    return r.ok();
+    return true;
   }
 
   bool events(ByteReader &r) {
-    uint32_t tid = r.u32();
-    uint64_t base = r.u64();
-    uint64_t count = r.varint();
-    if (!r.ok()) return false;
+    tseal::EventsHeader h;
+    if (!h.decode(r)) return false;
     tseal::CodecState st;
-    st.reset(base);
+    st.reset(h.base_time);
     Event e;
     uint64_t got = 0;
     while (tseal::decode_event(r, st, e)) {
-      e.tid = tid;
+      e.tid = h.tid;
       pending_.push_back({e, seq_++});
       ++got;
     }
-    return r.ok() && got == count;
+    return r.ok() && got == h.count;
   }
 
   bool symbols(ByteReader &r) {
-    uint64_t n = r.varint();
-    for (uint64_t i = 0; i < n && r.ok(); ++i) {
-      uint64_t ip = r.varint();
-      uint64_t nf = r.varint();
-      if (nf > 256) return false;
-      std::vector<NativeFrame> frames;
-      for (uint64_t k = 0; k < nf && r.ok(); ++k) {
-        NativeFrame f;
-        f.function = r.str();
-        f.file = r.str();
-        f.line = static_cast<int>(r.varint());
-        f.module = r.str();
-        f.address = ip;
-        frames.push_back(std::move(f));
-      }
-      if (!r.ok()) return false;
-      sink_.on_symbol(ip, std::move(frames));
-    }
-    return r.ok();
+    tseal::SymbolsRecord rec;
+    if (!rec.decode(r)) return false;
+    for (auto &[ip, frames] : rec.ips) sink_.on_symbol(ip, std::move(frames));
+    return true;
+  }
+
+  bool labels(ByteReader &r) {
+    tseal::LabelsRecord rec;
+    if (!rec.decode(r)) return false;
+    for (auto &[id, label] : rec.labels) sink_.on_label(id, std::move(label));
+    return true;
   }
 
   bool end(ByteReader &r) {
-    double t = r.f64();
-    uint64_t n = r.varint();
-    bool clean = r.u8() != 0;
-    if (!r.ok()) return false;
-    uint8_t flags = r.done() ? 0 : r.u8();  // absent in files from crashes
+    tseal::EndRecord rec;
+    if (!rec.decode(r)) return false;
     flush_pass();
-    clean_ = clean;
-    sink_.on_end(t, n, clean);
-    sink_.on_exit_flags(flags);
+    clean_ = rec.clean;
+    sink_.on_end(rec.end_time, rec.events, rec.clean);
+    sink_.on_exit_flags(rec.flags);
     return true;
   }
 
@@ -264,8 +212,7 @@ bool read_history(const std::string &path, HistorySink &sink, std::string &error
     cr.u8();
     uint32_t len = cr.u32();
     uint32_t crc = cr.u32();
-    if (type < static_cast<uint8_t>(Chunk::Process) || type > static_cast<uint8_t>(Chunk::End) ||
-        len > tseal::kMaxChunkPayload) {
+    if (type < static_cast<uint8_t>(Chunk::Process) || len > tseal::kMaxChunkPayload) {
       damage = "an invalid chunk header";
       truncated = true;
       break;

@@ -24,6 +24,8 @@ class HistorySink {
   virtual void on_stack(StackId, std::vector<uint64_t> &&) {}
   virtual void on_pystack(PyStackId, std::vector<PyFrame> &&) {}
   virtual void on_symbol(uint64_t /*ip*/, std::vector<NativeFrame> &&) {}
+  // A mark label (Mark events carry its id in `size`).
+  virtual void on_label(uint32_t /*id*/, std::string && /*label*/) {}
   // Events arrive in time order across all threads.
   virtual void on_event(const Event &) {}
   virtual void on_end(double /*end_time*/, uint64_t /*events*/, bool /*clean*/) {}
