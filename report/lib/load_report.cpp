@@ -3,6 +3,7 @@
 #include <unordered_map>
 
 #include "history_reader.h"
+#include "replay/analysis_replay.h"
 #include "report_json.h"
 #include "symbolizer.h"
 

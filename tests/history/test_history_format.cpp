@@ -13,6 +13,7 @@
 #include "format/records.h"
 #include "format/tseal_format.h"
 #include "history_reader.h"
+#include "replay/analysis_replay.h"
 
 using namespace torchseal;
 using namespace torchseal::tseal;
