@@ -116,7 +116,14 @@ struct State {
   uint64_t window_ns = 0;
   uint64_t py_cursor = 0;
   std::unordered_map<std::string, uint32_t> py_strings;  // interned across chunks
+  ShardLock labels_lock;
+  std::unordered_map<std::string, uint32_t> labels;  // mark label -> id, under labels_lock
+  tseal::LabelsRecord new_labels;                    // not yet written, under labels_lock
 };
+
+// Bounds on what user marks can make the shim keep.
+constexpr size_t kMaxLabels = 1 << 16;
+constexpr size_t kMaxLabelBytes = 1024;
 
 State &S() {
   alignas(State) static unsigned char storage[sizeof(State)];
@@ -238,6 +245,18 @@ void append_new_python_stacks(std::vector<uint8_t> &out) {
   if (!rec.stacks.empty()) tseal::append_record(out, Chunk::PyStacks, rec);
 }
 
+// Taken after the pass's cut: every label a sealed Mark event uses was
+// interned before it, so it is defined before the events that use it.
+void append_new_labels(std::vector<uint8_t> &out) {
+  State &s = S();
+  tseal::LabelsRecord rec;
+  {
+    Guard g(s.labels_lock);
+    rec.labels.swap(s.new_labels.labels);
+  }
+  if (!rec.labels.empty()) tseal::append_record(out, Chunk::Labels, rec);
+}
+
 void append_events(std::vector<uint8_t> &out, const Sealed &c) {
   std::vector<uint8_t> payload;
   payload.reserve(c.bytes.size() + 24);
@@ -328,6 +347,7 @@ void pass() {
   append_modules_if_changed(out);
   append_new_stacks(out);
   append_new_python_stacks(out);
+  append_new_labels(out);
   for (const Sealed &c : chunks) append_events(out, c);
   write_all(out);
 }
@@ -486,6 +506,19 @@ void append(const Event &e) {
   }
 }
 
+uint32_t intern_label(const char *label) {
+  State &s = S();
+  std::string key(label, strnlen(label, kMaxLabelBytes));
+  Guard g(s.labels_lock);
+  auto it = s.labels.find(key);
+  if (it != s.labels.end()) return it->second;
+  if (s.labels.size() >= kMaxLabels) return 0;
+  uint32_t id = static_cast<uint32_t>(s.labels.size() + 1);
+  s.labels.emplace(key, id);
+  s.new_labels.labels.emplace_back(id, std::move(key));
+  return id;
+}
+
 void request_dump(const char *trigger) {
   State &s = S();
   int code = 1;
@@ -578,6 +611,10 @@ void reset_after_fork() {
   for (auto &c : s.stack_cursor) c = 0;
   s.py_cursor = 0;
   new (&s.py_strings) std::unordered_map<std::string, uint32_t>();
+  // A file the child starts defines its labels afresh.
+  s.labels_lock.reset_after_fork();
+  new (&s.labels) std::unordered_map<std::string, uint32_t>();
+  new (&s.new_labels) tseal::LabelsRecord();
   s.modules_adds = s.modules_subs = ~0ull;
   s.events_written = 0;
 }

@@ -173,6 +173,43 @@ class Output {
     ++entries_;
   }
 
+  // A user mark: the format has no annotation entry, so it is a `snapshot`
+  // entry (the viewer lists it and changes no state) whose one frame names
+  // the label. Only files with marks have one, so the vocabulary above and
+  // every other file stay as they were.
+  void mark(int device, uint64_t t_ns, const std::string &label) {
+    Spool &s = *spools_[static_cast<size_t>(device)];
+    PickleWriter &w = *s.w;
+    s.batch->item();
+    w.empty_dict();
+    w.mark();
+    key(w, s.scope, kAction);
+    memo_string(w, s.scope, "snapshot");
+    key(w, s.scope, kAddr);
+    w.integer(0);
+    key(w, s.scope, kSize);
+    w.integer(0);
+    key(w, s.scope, kStream);
+    w.integer(0);
+    key(w, s.scope, kTimeUs);
+    w.integer(clock_base_us_ + static_cast<int64_t>(t_ns / 1000));
+    key(w, s.scope, kFrames);
+    w.empty_list();
+    w.mark();
+    w.empty_dict();
+    w.mark();
+    key(w, s.scope, kFilename);
+    memo_string(w, s.scope, "torchseal_mark");
+    key(w, s.scope, kLine);
+    w.integer(0);
+    key(w, s.scope, kName);
+    memo_string(w, s.scope, label);
+    w.setitems();
+    w.appends();
+    w.setitems();
+    ++entries_;
+  }
+
   // Assembles the file from the spools and the final live state.
   bool finish(const std::vector<LiveRec> &live, ExportStats &stats, std::string &error) {
     std::string tmp = out_path_ + ".tmp";
@@ -477,7 +514,8 @@ class VizObserver : public ReplayObserver {
       case Op::Free:
       case Op::Teardown: ++events_; break;
       case Op::OomFail: oom(e); break;
-      default: break;  // invalid frees change nothing; VMM ranges, steps, marks: not shown
+      case Op::Mark: mark(e); break;
+      default: break;  // invalid frees change nothing; VMM ranges, steps: not shown
     }
   }
 
@@ -558,6 +596,16 @@ class VizObserver : public ReplayObserver {
     emit(r.shown_device, Action::FreeRequested, r.shown_addr, r.size, t, r.stack, r.pystack);
     emit(r.shown_device, Action::FreeCompleted, r.shown_addr, r.size, t, r.stack, r.pystack);
     emit(r.shown_device, Action::SegmentFree, r.shown_addr, r.size, t, r.stack, r.pystack);
+  }
+
+  // A mark belongs to no device: it is shown on device 0's trace, so an
+  // export of another single device (--device) leaves it out.
+  void mark(const Event &e) {
+    const int dev = 0;
+    if (!in_window_ || !device_selected(dev)) return;
+    ++entries_;
+    meta_device(dev);
+    if (out_ && event_first_ >= cutoff_) out_->mark(dev, e.time_ns, replay_->label(e.size));
   }
 
   void oom(const Event &e) {

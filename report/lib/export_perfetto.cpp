@@ -100,10 +100,11 @@ class PerfettoSink : public ReplayObserver {
                 std::string(window ? "\"window\":" : "\"step\":") + n);
         break;
       }
-      case Op::Mark:
-        // Labels are interned strings the format does not carry yet: the id.
-        instant(e, "mark " + std::to_string(e.size), "\"label_id\":" + std::to_string(e.size));
+      case Op::Mark: {
+        std::string label = replay_->label(e.size);
+        instant(e, "mark " + label, "\"label\":" + json_string(label));
         break;
+      }
       default: break;  // allocations below; VMM map/unmap/reserve: address space, not memory
     }
   }

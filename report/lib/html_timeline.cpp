@@ -26,8 +26,8 @@ class TimelineSink : public ReplayObserver {
     switch (e.op) {
       case Op::Teardown: marker(e, e.device < 0 ? 0 : static_cast<uint64_t>(e.device)); break;
       case Op::Step: marker(e, e.size & ~kWindowStepBit); break;
-      case Op::OomFail:
-      case Op::Mark: marker(e, e.size); break;
+      case Op::OomFail: marker(e, e.size); break;
+      case Op::Mark: marker(e, e.size, replay_->label(e.size)); break;
       default: break;  // allocations below; VMM map/unmap/reserve: address space, not memory
     }
   }
@@ -90,6 +90,7 @@ class TimelineSink : public ReplayObserver {
         if (w > 0 && ms[w - 1].bucket == m.bucket) {
           ms[w - 1].count += m.count;
           ms[w - 1].value = m.value;
+          merge_label(ms[w - 1].label, m.label);
         } else {
           ms[w++] = m;
         }
@@ -110,14 +111,20 @@ class TimelineSink : public ReplayObserver {
     }
   }
 
-  void marker(const Event &e, uint64_t value) {
+  // Marks merged into one bucket keep every label, up to a readable length.
+  static void merge_label(std::string &into, const std::string &more) {
+    if (!more.empty() && into.size() < 200) into += ", " + more;
+  }
+
+  void marker(const Event &e, uint64_t value, std::string label = {}) {
     uint64_t b = bucket(e.time_ns);
     auto &ms = markers_[e.op];
     if (!ms.empty() && ms.back().bucket == b) {
       ++ms.back().count;
       ms.back().value = value;
+      merge_label(ms.back().label, label);
     } else {
-      ms.push_back({b, e.op, 1, value});
+      ms.push_back({b, e.op, 1, value, std::move(label)});
     }
   }
 
@@ -201,7 +208,7 @@ std::string timeline_html(const Timeline &t) {
         break;
       case Op::Mark:
         cls = "mark";
-        title = "mark " + std::to_string(m.value) + n;
+        title = "mark " + m.label + n;
         break;
       default:
         cls = "teardown";

@@ -34,7 +34,10 @@ class AnalysisObserver : public ReplayObserver {
   AnalysisObserver(AnalysisInput &in, std::unordered_map<uint64_t, std::vector<NativeFrame>> &symbols)
       : in_(in), symbols_(symbols) {}
 
-  void on_process(const ProcessInfo &p, double) override { in_.process = p; }
+  void on_process(const ProcessInfo &p, double clock_base) override {
+    in_.process = p;
+    clock_base_ = clock_base;
+  }
   void on_modules(const std::vector<Module> &mods) override { in_.modules = mods; }
   void on_stack(StackId id, std::vector<uint64_t> &&ips) override {
     if (!plausible_id(id, ++native_seen_)) return;
@@ -85,7 +88,12 @@ class AnalysisObserver : public ReplayObserver {
         break;
       }
       case Op::Step: step(e); break;
-      default: break;  // VMM ranges and marks: timeline only
+      case Op::Mark:
+        if (in_.marks.size() < kMaxMarks)
+          in_.marks.push_back(
+              {clock_base_ + static_cast<double>(e.time_ns) / 1e9, replay_->label(e.size), e.tid});
+        break;
+      default: break;  // VMM ranges: timeline only
     }
   }
 
@@ -142,8 +150,11 @@ class AnalysisObserver : public ReplayObserver {
     v.push_back(std::move(s));
   }
 
+  static constexpr size_t kMaxMarks = 10000;  // a report lists them all: keep it readable
+
   AnalysisInput &in_;
   std::unordered_map<uint64_t, std::vector<NativeFrame>> &symbols_;
+  double clock_base_ = 0;
   std::vector<LiveAlloc> teardown_;
   std::vector<StepSample> steps_, windows_;
   uint64_t peak_ = 0;

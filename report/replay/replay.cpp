@@ -50,6 +50,16 @@ void Replay::teardown(const Event &e) {
   }
 }
 
+void Replay::on_label(uint32_t id, std::string &&label) {
+  obs_.on_label(id, std::string(label));
+  labels_[id] = std::move(label);
+}
+
+std::string Replay::label(uint64_t id) const {
+  auto it = id <= UINT32_MAX ? labels_.find(static_cast<uint32_t>(id)) : labels_.end();
+  return it != labels_.end() ? it->second : "#" + std::to_string(id);
+}
+
 void Replay::for_each_live(const std::function<void(const ReplayRecord &)> &fn) const {
   for (const Table *t : {&ptrs_, &vmm_})
     for (const auto &kv : *t) fn(kv.second);

@@ -59,7 +59,7 @@ class Replay final : public HistorySink {
   void on_stack(StackId id, std::vector<uint64_t> &&ips) override { obs_.on_stack(id, std::move(ips)); }
   void on_pystack(PyStackId id, std::vector<PyFrame> &&f) override { obs_.on_pystack(id, std::move(f)); }
   void on_symbol(uint64_t ip, std::vector<NativeFrame> &&f) override { obs_.on_symbol(ip, std::move(f)); }
-  void on_label(uint32_t id, std::string &&label) override { obs_.on_label(id, std::move(label)); }
+  void on_label(uint32_t id, std::string &&label) override;
   void on_end(double t, uint64_t n, bool clean) override { obs_.on_end(t, n, clean); }
   void on_exit_flags(uint8_t flags) override { obs_.on_exit_flags(flags); }
   void on_event(const Event &e) override;
@@ -67,6 +67,8 @@ class Replay final : public HistorySink {
   // Every live record, pointers first, then VMM handles (table order).
   void for_each_live(const std::function<void(const ReplayRecord &)> &fn) const;
   uint64_t live_bytes() const { return live_bytes_; }
+  // The label of a Mark event (its `size`); "#id" if the file lacks it.
+  std::string label(uint64_t id) const;
 
  private:
   using Table = std::unordered_map<uint64_t, ReplayRecord>;
@@ -76,6 +78,7 @@ class Replay final : public HistorySink {
   ReplayObserver &obs_;
   Table ptrs_, vmm_;
   uint64_t live_bytes_ = 0;
+  std::unordered_map<uint32_t, std::string> labels_;
 };
 
 }  // namespace torchseal

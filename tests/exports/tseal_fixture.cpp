@@ -149,6 +149,9 @@ int main(int argc, char **argv) {
                               {1, 2, 50},                             // train_step
                               {3, 2, 99}}});                          // <module>
       w.record(ts::Chunk::PyStacks, py);
+      // The labels of the marks below (ids 1..3), one not valid UTF-8.
+      w.record(ts::Chunk::Labels,
+               ts::LabelsRecord{{{1, "epoch start"}, {2, "validation \"<b>\""}, {3, "ckpt-\xff"}}});
     }
     std::vector<Event> per_tid[3];
     uint64_t in_pass = std::min<uint64_t>(kEventsPerPass, n_events - made);
