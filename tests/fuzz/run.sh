@@ -24,7 +24,8 @@ flags="-std=c++20 -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -f
 inc="-I$root/report -I$root/report/lib -I$root/shim -isystem $cuda_inc"
 
 # Small compile lists: each target gets only what it calls.
-report_srcs="model/event.cpp format/event_codec.cpp format/tseal_format.cpp lib/history_reader.cpp
+report_srcs="model/event.cpp format/event_codec.cpp format/tseal_format.cpp format/records.cpp
+  lib/history_reader.cpp replay/replay.cpp replay/analysis_replay.cpp
   lib/module_map.cpp lib/report_json.cpp lib/analysis.cpp lib/site.cpp lib/symbolizer.cpp
   lib/elf_symtab.cpp lib/growth.cpp lib/hints.cpp lib/suppressions.cpp"
 objs=""
