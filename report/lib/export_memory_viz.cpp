@@ -161,16 +161,21 @@ class Output {
       key(w, s.scope, kAddr);
       w.integer(addr);
     }
-    key(w, s.scope, kSize);
-    w.integer(size);
-    key(w, s.scope, kStream);
-    w.integer(0);
-    key(w, s.scope, kTimeUs);
-    w.integer(clock_base_us_ + static_cast<int64_t>(t_ns / 1000));
+    size_stream_time(w, s.scope, size, t_ns);
     key(w, s.scope, kFrames);
     frames(w, s.scope, stack, pystack);
     w.setitems();
     ++entries_;
+  }
+
+  // The keys every trace entry has after its action and address.
+  void size_stream_time(PickleWriter &w, Scope &scope, uint64_t size, uint64_t t_ns) {
+    key(w, scope, kSize);
+    w.integer(size);
+    key(w, scope, kStream);
+    w.integer(0);
+    key(w, scope, kTimeUs);
+    w.integer(clock_base_us_ + static_cast<int64_t>(t_ns / 1000));
   }
 
   // A user mark: the format has no annotation entry, so it is a `snapshot`
@@ -187,12 +192,7 @@ class Output {
     memo_string(w, s.scope, "snapshot");
     key(w, s.scope, kAddr);
     w.integer(0);
-    key(w, s.scope, kSize);
-    w.integer(0);
-    key(w, s.scope, kStream);
-    w.integer(0);
-    key(w, s.scope, kTimeUs);
-    w.integer(clock_base_us_ + static_cast<int64_t>(t_ns / 1000));
+    size_stream_time(w, s.scope, 0, t_ns);
     key(w, s.scope, kFrames);
     w.empty_list();
     w.mark();
