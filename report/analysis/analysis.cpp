@@ -144,6 +144,7 @@ Report analyze(const AnalysisInput &in, Symbolizer &symbolizer, const AnalysisOp
     r.invalid_frees.push_back({api_string(f.api), f.addr, sites.native_frames(f.stack),
                                sites.python_frames(f.pystack)});
   }
+  r.marks = in.marks;
   // ---- growth across training steps (docs/pytorch.md, "Growth") ----
   r.growth = detect_growth(in, symbolizer, opts.growth);
   if (opts.is_suppressed) {

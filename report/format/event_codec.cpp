@@ -22,25 +22,6 @@ int find_recent(const CodecState &st, uint64_t addr) {
   return -1;
 }
 
-// Writes through a raw pointer: a push_back per byte was half of the
-// encoder's cost on the shim's hot path (bench/RESULTS.md).
-class EventBytes {
- public:
-  explicit EventBytes(uint8_t *p) : p_(p) {}
-  void u8(uint8_t v) { *p_++ = v; }
-  void varint(uint64_t v) {
-    while (v >= 0x80) {
-      *p_++ = static_cast<uint8_t>(v | 0x80);
-      v >>= 7;
-    }
-    *p_++ = static_cast<uint8_t>(v);
-  }
-  void svarint(int64_t v) { varint((static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63)); }
-  uint8_t *end() const { return p_; }
-
- private:
-  uint8_t *p_;
-};
 }  // namespace
 
 void encode_event(ByteWriter &out, CodecState &st, const Event &e) {
@@ -49,7 +30,7 @@ void encode_event(ByteWriter &out, CodecState &st, const Event &e) {
 }
 
 size_t encode_event(uint8_t *dst, CodecState &st, const Event &e) {
-  EventBytes w(dst);
+  RawWriter w(dst);
   uint64_t dt = e.time_ns >= st.prev_time ? e.time_ns - st.prev_time : 0;
   uint8_t op = static_cast<uint8_t>(e.op) << 4;
   switch (e.op) {

@@ -23,14 +23,22 @@ uint32_t crc32(const uint8_t *data, size_t n) {
 }
 
 void append_chunk(std::vector<uint8_t> &out, Chunk type, const std::vector<uint8_t> &payload) {
-  ByteWriter w(out);
+  size_t at = out.size();
+  out.resize(at + kChunkHeaderSize + payload.size());
+  put_chunk(out.data() + at, type, payload.data(), payload.size());
+}
+
+size_t put_chunk(uint8_t *dst, Chunk type, const uint8_t *payload, size_t n) {
+  RawWriter w(dst);
   w.u8(static_cast<uint8_t>(type));
   w.u8(0);
   w.u8(0);
   w.u8(0);
-  w.u32(static_cast<uint32_t>(payload.size()));
-  w.u32(crc32(payload.data(), payload.size()));
-  out.insert(out.end(), payload.begin(), payload.end());
+  uint32_t len = static_cast<uint32_t>(n), crc = crc32(payload, n);
+  for (int i = 0; i < 4; ++i) w.u8(static_cast<uint8_t>(len >> (8 * i)));
+  for (int i = 0; i < 4; ++i) w.u8(static_cast<uint8_t>(crc >> (8 * i)));
+  if (n) memcpy(w.end(), payload, n);
+  return kChunkHeaderSize + n;
 }
 
 void append_file_header(std::vector<uint8_t> &out) {

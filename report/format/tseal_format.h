@@ -39,8 +39,13 @@ enum class Chunk : uint8_t {
   Events = 5,    // one thread's encoded events
   Pass = 6,      // ordering boundary (see above)
   Symbols = 7,   // symbol table for every IP seen (clean exit)
-  End = 8,       // clean end: end time and totals
+  End = 8,       // end: end time, totals, exit-time flags
+  Labels = 9,    // newly interned mark labels
 };
+
+// The highest chunk type this version writes; a reader skips chunks of a
+// higher type whose checksum matches (docs/tseal-format.md, append-only rules).
+inline constexpr uint8_t kLastChunk = static_cast<uint8_t>(Chunk::Labels);
 
 // ---- little-endian fixed-width and LEB128 varints ----
 
@@ -75,6 +80,35 @@ class ByteWriter {
 
  private:
   std::vector<uint8_t> &out_;
+};
+
+// Writes through a raw pointer into room the caller reserved: no allocation
+// (the crash path) and no per-byte capacity check (the event hot path: a
+// push_back per byte was half of the encoder's cost, bench/RESULTS.md).
+class RawWriter {
+ public:
+  explicit RawWriter(uint8_t *p) : p_(p) {}
+  void u8(uint8_t v) { *p_++ = v; }
+  void u64(uint64_t v) {
+    for (int i = 0; i < 8; ++i) *p_++ = static_cast<uint8_t>(v >> (8 * i));
+  }
+  void f64(double d) {
+    uint64_t bits;
+    memcpy(&bits, &d, sizeof bits);
+    u64(bits);
+  }
+  void varint(uint64_t v) {
+    while (v >= 0x80) {
+      *p_++ = static_cast<uint8_t>(v | 0x80);
+      v >>= 7;
+    }
+    *p_++ = static_cast<uint8_t>(v);
+  }
+  void svarint(int64_t v) { varint((static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63)); }
+  uint8_t *end() const { return p_; }
+
+ private:
+  uint8_t *p_;
 };
 
 // Bounds-checked reader: any overrun sets ok() false and yields zeros, so a
@@ -150,5 +184,8 @@ uint32_t crc32(const uint8_t *data, size_t n);
 // Appends a complete chunk (header + payload) to `out`.
 void append_chunk(std::vector<uint8_t> &out, Chunk type, const std::vector<uint8_t> &payload);
 void append_file_header(std::vector<uint8_t> &out);
+// The same into raw memory with room for kChunkHeaderSize + n, for paths
+// that must not allocate. Returns the bytes written.
+size_t put_chunk(uint8_t *dst, Chunk type, const uint8_t *payload, size_t n);
 
 }  // namespace torchseal::tseal

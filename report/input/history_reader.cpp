@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "report/format/event_codec.h"
+#include "report/format/records.h"
 #include "report/format/tseal_format.h"
 
 namespace torchseal {
@@ -42,8 +43,9 @@ class Reader {
       case Chunk::Pass: flush_pass(); return true;
       case Chunk::Symbols: return symbols(r);
       case Chunk::End: return end(r);
+      case Chunk::Labels: return labels(r);
     }
-    return false;
+    return true;  // a newer writer's chunk type: skipped (docs/tseal-format.md)
   }
 
   void finish() { flush_pass(); }
@@ -52,136 +54,82 @@ class Reader {
 
  private:
   bool process(ByteReader &r) {
-    ProcessInfo p;
-    p.pid = static_cast<int64_t>(r.u64());
-    p.rank = r.svarint();
-    p.hostname = r.str();
-    p.start_time = r.f64();
-    p.backend = r.str();
-    p.python = r.str();
-    uint64_t argc = r.varint();
-    for (uint64_t i = 0; i < argc && r.ok(); ++i) p.argv.push_back(r.str());
-    double clock_base = r.f64();
-    if (!r.ok()) return false;
-    sink_.on_process(p, clock_base);
+    tseal::ProcessRecord rec;
+    if (!rec.decode(r)) return false;
+    sink_.on_process(rec.info, rec.clock_base);
     return true;
   }
 
   bool modules(ByteReader &r) {
-    uint64_t n = r.varint();
-    std::vector<Module> mods;
-    for (uint64_t i = 0; i < n && r.ok(); ++i) {
-      Module m;
-      m.path = r.str();
-      m.base = r.u64();
-      m.lo = r.u64();
-      m.hi = r.u64();
-      m.build_id = r.str();
-      mods.push_back(std::move(m));
-    }
-    if (!r.ok()) return false;
-    sink_.on_modules(mods);
+    tseal::ModulesRecord rec;
+    if (!rec.decode(r)) return false;
+    sink_.on_modules(rec.modules);
     return true;
   }
 
   bool stacks(ByteReader &r) {
-    uint64_t n = r.varint();
-    for (uint64_t i = 0; i < n && r.ok(); ++i) {
-      auto id = static_cast<StackId>(r.varint());
-      uint64_t len = r.varint();
-      if (len > 4096) return false;
-      std::vector<uint64_t> ips;
-      ips.reserve(len);
-      uint64_t prev = 0;
-      for (uint64_t k = 0; k < len && r.ok(); ++k) {
-        prev += static_cast<uint64_t>(r.svarint());
-        ips.push_back(prev);
-      }
-      if (!r.ok()) return false;
-      sink_.on_stack(id, std::move(ips));
-    }
-    return r.ok();
+    tseal::StacksRecord rec;
+    if (!rec.decode(r)) return false;
+    for (auto &[id, ips] : rec.stacks) sink_.on_stack(id, std::move(ips));
+    return true;
   }
 
+  // String ids refer to this chunk's strings or an earlier chunk's.
   bool pystacks(ByteReader &r) {
-    uint64_t ns = r.varint();
-    for (uint64_t i = 0; i < ns && r.ok(); ++i) {
-      uint64_t id = r.varint();
-      std::string str = r.str();
-      if (!r.ok() || id == 0 || id > (1u << 24)) return false;
+    tseal::PyStacksRecord rec;
+    if (!rec.decode(r)) return false;
+    for (auto &[id, str] : rec.strings) {
       if (py_strings_.size() <= id) py_strings_.resize(id + 1);
       py_strings_[id] = std::move(str);
     }
-    uint64_t nk = r.varint();
-    for (uint64_t i = 0; i < nk && r.ok(); ++i) {
-      auto id = static_cast<PyStackId>(r.varint());
-      uint64_t n = r.varint();
-      if (n > 4096) return false;
+    for (auto &[id, refs] : rec.stacks) {
       std::vector<PyFrame> frames;
-      for (uint64_t k = 0; k < n && r.ok(); ++k) {
-        uint64_t fn = r.varint(), file = r.varint();
-        PyFrame f;
-        f.line = static_cast<int>(r.varint());
-        if (fn >= py_strings_.size() || file >= py_strings_.size()) return false;
-        f.function = py_strings_[fn];
-        f.file = py_strings_[file];
-        frames.push_back(std::move(f));
+      frames.reserve(refs.size());
+      for (const auto &f : refs) {
+        if (f.function >= py_strings_.size() || f.file >= py_strings_.size()) return false;
+        frames.push_back({py_strings_[f.function], py_strings_[f.file], static_cast<int>(f.line)});
       }
-      if (!r.ok()) return false;
       sink_.on_pystack(id, std::move(frames));
     }
-    return r.ok();
+    return true;
   }
 
   bool events(ByteReader &r) {
-    uint32_t tid = r.u32();
-    uint64_t base = r.u64();
-    uint64_t count = r.varint();
-    if (!r.ok()) return false;
+    tseal::EventsHeader h;
+    if (!h.decode(r)) return false;
     tseal::CodecState st;
-    st.reset(base);
+    st.reset(h.base_time);
     Event e;
     uint64_t got = 0;
     while (tseal::decode_event(r, st, e)) {
-      e.tid = tid;
+      e.tid = h.tid;
       pending_.push_back({e, seq_++});
       ++got;
     }
-    return r.ok() && got == count;
+    return r.ok() && got == h.count;
   }
 
   bool symbols(ByteReader &r) {
-    uint64_t n = r.varint();
-    for (uint64_t i = 0; i < n && r.ok(); ++i) {
-      uint64_t ip = r.varint();
-      uint64_t nf = r.varint();
-      if (nf > 256) return false;
-      std::vector<NativeFrame> frames;
-      for (uint64_t k = 0; k < nf && r.ok(); ++k) {
-        NativeFrame f;
-        f.function = r.str();
-        f.file = r.str();
-        f.line = static_cast<int>(r.varint());
-        f.module = r.str();
-        f.address = ip;
-        frames.push_back(std::move(f));
-      }
-      if (!r.ok()) return false;
-      sink_.on_symbol(ip, std::move(frames));
-    }
-    return r.ok();
+    tseal::SymbolsRecord rec;
+    if (!rec.decode(r)) return false;
+    for (auto &[ip, frames] : rec.ips) sink_.on_symbol(ip, std::move(frames));
+    return true;
+  }
+
+  bool labels(ByteReader &r) {
+    tseal::LabelsRecord rec;
+    if (!rec.decode(r)) return false;
+    for (auto &[id, label] : rec.labels) sink_.on_label(id, std::move(label));
+    return true;
   }
 
   bool end(ByteReader &r) {
-    double t = r.f64();
-    uint64_t n = r.varint();
-    bool clean = r.u8() != 0;
-    if (!r.ok()) return false;
-    uint8_t flags = r.done() ? 0 : r.u8();  // absent in files from crashes
+    tseal::EndRecord rec;
+    if (!rec.decode(r)) return false;
     flush_pass();
-    clean_ = clean;
-    sink_.on_end(t, n, clean);
-    sink_.on_exit_flags(flags);
+    clean_ = rec.clean;
+    sink_.on_end(rec.end_time, rec.events, rec.clean);
+    sink_.on_exit_flags(rec.flags);
     return true;
   }
 
@@ -264,8 +212,7 @@ bool read_history(const std::string &path, HistorySink &sink, std::string &error
     cr.u8();
     uint32_t len = cr.u32();
     uint32_t crc = cr.u32();
-    if (type < static_cast<uint8_t>(Chunk::Process) || type > static_cast<uint8_t>(Chunk::End) ||
-        len > tseal::kMaxChunkPayload) {
+    if (type < static_cast<uint8_t>(Chunk::Process) || len > tseal::kMaxChunkPayload) {
       damage = "an invalid chunk header";
       truncated = true;
       break;
@@ -311,191 +258,6 @@ bool read_history(const std::string &path, HistorySink &sink, std::string &error
     stats->clean_end = reader.clean();
     stats->truncated = truncated;
   }
-  return true;
-}
-
-namespace {
-
-// Rebuilds the shim's live state from the event stream, with the same
-// semantics as shim/core/recorder.cpp.
-class ReplaySink : public HistorySink {
-  // The shim numbers stacks densely within each of its 64 shards, so the
-  // n-th stack defined has an id below 64 * (n + 1): a larger one comes from
-  // a damaged file and would make the id-indexed tables absurdly large.
-  static bool plausible_id(uint64_t id, uint64_t defined) {
-    return id < (1u << 28) && id <= 64 * (defined + 1);
-  }
-  uint64_t native_seen_ = 0, python_seen_ = 0;
-
- public:
-  ReplaySink(AnalysisInput &in, std::unordered_map<uint64_t, std::vector<NativeFrame>> &symbols)
-      : in_(in), symbols_(symbols) {}
-
-  void on_process(const ProcessInfo &p, double) override { in_.process = p; }
-  void on_modules(const std::vector<Module> &mods) override { in_.modules = mods; }
-  void on_stack(StackId id, std::vector<uint64_t> &&ips) override {
-    if (!plausible_id(id, ++native_seen_)) return;
-    if (in_.stacks.native.size() <= id) in_.stacks.native.resize(id + 1);
-    in_.stacks.native[id] = std::move(ips);
-  }
-  void on_symbol(uint64_t ip, std::vector<NativeFrame> &&frames) override {
-    symbols_[ip] = std::move(frames);
-  }
-  void on_pystack(PyStackId id, std::vector<PyFrame> &&frames) override {
-    if (!plausible_id(id, ++python_seen_)) return;
-    if (in_.stacks.python.size() <= id) in_.stacks.python.resize(id + 1);
-    in_.stacks.python[id] = std::move(frames);
-  }
-  void on_event(const Event &e) override {
-    last_time_ = e.time_ns;
-    switch (e.op) {
-      case Op::Alloc: {
-        auto &t = table(e.family);
-        LiveAlloc a;
-        a.addr = e.addr;
-        a.size = e.size;
-        a.stack = e.stack;
-        a.pystack = e.pystack;
-        a.api = e.api;
-        a.family = e.family;
-        a.device = e.device;
-        auto it = t.find(e.addr);
-        if (it != t.end()) live_bytes_ -= it->second.a.size;
-        t[e.addr] = {a, e.context};
-        live_bytes_ += e.size;
-        peak_ = std::max(peak_, live_bytes_);
-        ++in_.events;
-        break;
-      }
-      case Op::Free: {
-        auto &t = table(e.family);
-        auto it = t.find(e.addr);
-        if (it != t.end()) {
-          live_bytes_ -= it->second.a.size;
-          t.erase(it);
-        }
-        ++in_.events;
-        break;
-      }
-      case Op::InvalidFree: {
-        InvalidFree f;
-        f.api = e.api;
-        f.addr = e.addr;
-        f.stack = e.stack;
-        f.pystack = e.pystack;
-        if (in_.invalid_frees.size() < 1000) in_.invalid_frees.push_back(f);
-        ++in_.events;
-        break;
-      }
-      case Op::OomFail: {
-        OomRecord o;
-        o.api = e.api;
-        o.requested = e.size;
-        o.device = e.device;
-        o.stack = e.stack;
-        o.pystack = e.pystack;
-        o.live_bytes = live_bytes_;
-        if (in_.ooms.size() < 8) {
-          for (auto *t : {&ptrs_, &vmm_})
-            for (auto &kv : *t) o.live_at_oom.push_back(kv.second.a);
-          in_.ooms.push_back(std::move(o));
-        }
-        ++in_.events;
-        break;
-      }
-      case Op::Teardown: {
-        for (auto *t : {&ptrs_, &vmm_}) {
-          for (auto it = t->begin(); it != t->end();) {
-            const Rec &r = it->second;
-            bool dies = e.context ? r.context == e.context : (e.device < 0 || r.a.device == e.device);
-            if (dies) {
-              LiveAlloc a = r.a;
-              a.detected_at = DetectedAt::ContextTeardown;
-              teardown_.push_back(a);
-              live_bytes_ -= a.size;
-              it = t->erase(it);
-            } else {
-              ++it;
-            }
-          }
-        }
-        break;
-      }
-      case Op::Step: {
-        bool window = (e.size & kWindowStepBit) != 0;
-        StepSample sample;
-        sample.step = e.size & ~kWindowStepBit;
-        sample.time_ns = e.time_ns;
-        std::unordered_map<uint64_t, size_t> index;
-        for (auto *t : {&ptrs_, &vmm_})
-          for (auto &kv : *t) {
-            const LiveAlloc &a = kv.second.a;
-            uint64_t key = (static_cast<uint64_t>(a.stack) << 32 | a.pystack) ^
-                           (static_cast<uint64_t>(a.api) << 48);
-            auto it = index.find(key);
-            if (it == index.end()) {
-              index.emplace(key, sample.sites.size());
-              sample.sites.push_back({a.stack, a.pystack, a.api, a.family, a.size, 1});
-            } else {
-              sample.sites[it->second].bytes += a.size;
-              sample.sites[it->second].allocations += 1;
-            }
-          }
-        push_sample(window ? windows_ : steps_, std::move(sample));
-        break;
-      }
-      default:
-        break;  // VMM ranges and marks: timeline only
-    }
-  }
-  void on_end(double end_time, uint64_t, bool) override { in_.process.end_time = end_time; }
-  void on_exit_flags(uint8_t flags) override {
-    in_.torch_caching_allocator = flags & 1;
-    in_.torch_process = flags & 2;
-  }
-
-  void finish() {
-    for (auto *t : {&ptrs_, &vmm_})
-      for (auto &kv : *t) in_.live.push_back(kv.second.a);
-    in_.live.insert(in_.live.end(), teardown_.begin(), teardown_.end());
-    in_.peak_bytes = peak_;
-    in_.steps = steps_.empty() ? std::move(windows_) : std::move(steps_);
-  }
-
- private:
-  struct Rec {
-    LiveAlloc a;
-    uint32_t context;
-  };
-  std::unordered_map<uint64_t, Rec> &table(Family f) { return f == Family::Vmm ? vmm_ : ptrs_; }
-
-  AnalysisInput &in_;
-  std::unordered_map<uint64_t, std::vector<NativeFrame>> &symbols_;
-  std::unordered_map<uint64_t, Rec> ptrs_, vmm_;
-  // Same bounded thinning as the shim (shim/core/recorder.cpp), so both agree.
-  static void push_sample(std::vector<StepSample> &v, StepSample &&s) {
-    if (v.size() >= 4096) {
-      size_t j = 0;
-      for (size_t i = 0; i < v.size(); i += 2) v[j++] = std::move(v[i]);
-      v.resize(j);
-    }
-    v.push_back(std::move(s));
-  }
-  std::vector<LiveAlloc> teardown_;
-  std::vector<StepSample> steps_, windows_;
-  uint64_t live_bytes_ = 0, peak_ = 0, last_time_ = 0;
-};
-
-}  // namespace
-
-bool replay_history(const std::string &path, AnalysisInput &out,
-                    std::unordered_map<uint64_t, std::vector<NativeFrame>> &symbols,
-                    std::string &error, std::vector<std::string> &warnings) {
-  out = AnalysisInput{};
-  out.trigger = "exit";
-  ReplaySink sink(out, symbols);
-  if (!read_history(path, sink, error, warnings)) return false;
-  sink.finish();
   return true;
 }
 

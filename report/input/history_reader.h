@@ -1,12 +1,12 @@
-// Streaming reader for .tseal history files. Memory is bounded by one writer
-// pass plus whatever the sink keeps (for the replay: the live state), never
+// Streaming parser for .tseal history files: chunks in, decoded tables and
+// time-ordered events out to a sink (live state is report/replay/'s job).
+// Memory is bounded by one writer pass plus whatever the sink keeps, never
 // by the file size. A truncated or corrupt tail ends the read with a warning
 // containing "truncated"; everything before it is used.
 #pragma once
 
 #include <cstdint>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "report/model/analysis_input.h"
@@ -24,6 +24,8 @@ class HistorySink {
   virtual void on_stack(StackId, std::vector<uint64_t> &&) {}
   virtual void on_pystack(PyStackId, std::vector<PyFrame> &&) {}
   virtual void on_symbol(uint64_t /*ip*/, std::vector<NativeFrame> &&) {}
+  // A mark label (Mark events carry its id in `size`).
+  virtual void on_label(uint32_t /*id*/, std::string && /*label*/) {}
   // Events arrive in time order across all threads.
   virtual void on_event(const Event &) {}
   virtual void on_end(double /*end_time*/, uint64_t /*events*/, bool /*clean*/) {}
@@ -49,12 +51,5 @@ bool read_history(const std::string &path, HistorySink &sink, std::string &error
 
 // True if the file starts with the .tseal magic (cheap sniff for the CLI).
 bool looks_like_history(const std::string &path);
-
-// Replays a history into the analysis input the in-process report uses, so
-// `torchseal report P.tseal` and P.json agree. `symbols` receives the file's
-// symbol table (empty if the process did not exit cleanly).
-bool replay_history(const std::string &path, AnalysisInput &out,
-                    std::unordered_map<uint64_t, std::vector<NativeFrame>> &symbols,
-                    std::string &error, std::vector<std::string> &warnings);
 
 }  // namespace torchseal

@@ -3,6 +3,7 @@
 #include <unordered_map>
 
 #include "report/input/history_reader.h"
+#include "report/replay/analysis_replay.h"
 #include "report/render/report_json.h"
 #include "report/input/symbolizer.h"
 

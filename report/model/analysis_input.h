@@ -89,6 +89,13 @@ struct ProcessInfo {
   std::string python;      // e.g. "3.12.1", empty when no Python
 };
 
+// A user mark (torchseal_mark), read from a history file.
+struct Mark {
+  double time = 0;     // unix seconds
+  std::string label;
+  uint32_t thread = 0; // kernel thread id
+};
+
 struct AnalysisInput {
   std::string trigger = "exit";  // exit | signal | oom | api
   ProcessInfo process;
@@ -103,6 +110,7 @@ struct AnalysisInput {
   bool torch_caching_allocator = false;    // live memory at exit is cached, not leaked
   bool torch_process = false;              // PyTorch's CUDA library is loaded (any mode)
   std::vector<StepSample> steps;           // one per step boundary, oldest first
+  std::vector<Mark> marks;                 // oldest first (history files only)
 };
 
 }  // namespace torchseal

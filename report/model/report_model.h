@@ -105,6 +105,7 @@ struct Report {
   std::vector<OomEntry> ooms;
   std::vector<InvalidFreeEntry> invalid_frees;
   std::vector<SuppressionUse> suppressions_used;  // file order of first use
+  std::vector<Mark> marks;                         // oldest first; from history files
 };
 
 }  // namespace torchseal

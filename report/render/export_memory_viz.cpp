@@ -10,8 +10,8 @@
 #include <unordered_map>
 #include <unistd.h>
 
-#include "report/input/history_reader.h"
 #include "report/render/pickle_writer.h"
+#include "report/replay/replay.h"
 #include "report/analysis/site.h"
 #include "report/input/symbolizer.h"
 
@@ -161,20 +161,57 @@ class Output {
       key(w, s.scope, kAddr);
       w.integer(addr);
     }
-    key(w, s.scope, kSize);
-    w.integer(size);
-    key(w, s.scope, kStream);
-    w.integer(0);
-    key(w, s.scope, kTimeUs);
-    w.integer(clock_base_us_ + static_cast<int64_t>(t_ns / 1000));
+    size_stream_time(w, s.scope, size, t_ns);
     key(w, s.scope, kFrames);
     frames(w, s.scope, stack, pystack);
     w.setitems();
     ++entries_;
   }
 
+  // The keys every trace entry has after its action and address.
+  void size_stream_time(PickleWriter &w, Scope &scope, uint64_t size, uint64_t t_ns) {
+    key(w, scope, kSize);
+    w.integer(size);
+    key(w, scope, kStream);
+    w.integer(0);
+    key(w, scope, kTimeUs);
+    w.integer(clock_base_us_ + static_cast<int64_t>(t_ns / 1000));
+  }
+
+  // A user mark: the format has no annotation entry, so it is a `snapshot`
+  // entry (the viewer lists it and changes no state) whose one frame names
+  // the label. Only files with marks have one, so the vocabulary above and
+  // every other file stay as they were.
+  void mark(int device, uint64_t t_ns, const std::string &label) {
+    Spool &s = *spools_[static_cast<size_t>(device)];
+    PickleWriter &w = *s.w;
+    s.batch->item();
+    w.empty_dict();
+    w.mark();
+    key(w, s.scope, kAction);
+    memo_string(w, s.scope, "snapshot");
+    key(w, s.scope, kAddr);
+    w.integer(0);
+    size_stream_time(w, s.scope, 0, t_ns);
+    key(w, s.scope, kFrames);
+    w.empty_list();
+    w.mark();
+    w.empty_dict();
+    w.mark();
+    key(w, s.scope, kFilename);
+    memo_string(w, s.scope, "torchseal_mark");
+    key(w, s.scope, kLine);
+    w.integer(0);
+    key(w, s.scope, kName);
+    memo_string(w, s.scope, label);
+    w.setitems();
+    w.appends();
+    w.setitems();
+    ++entries_;
+  }
+
   // Assembles the file from the spools and the final live state.
-  bool finish(const std::vector<const LiveRec *> &live, ExportStats &stats, std::string &error) {
+  bool finish(const std::vector<LiveRec> &live, ExportStats &stats, std::string &error) {
     std::string tmp = out_path_ + ".tmp";
     FILE *f = std::fopen(tmp.c_str(), "wb");
     if (!f) {
@@ -205,9 +242,9 @@ class Output {
       ListBatcher segs(w);
       Scope scope;
       init_scope(scope, -1);
-      for (const LiveRec *r : live) {
+      for (const LiveRec &r : live) {
         segs.item();
-        segment(w, scope, *r);
+        segment(w, scope, r);
       }
       segs.finish();
 
@@ -422,10 +459,13 @@ class Output {
 //
 // Pass 1 (out == nullptr) collects metadata and counts entries; pass 2 writes.
 // Both run the same state machine, so pass 1's count and device range are
-// exactly what pass 2 produces.
-class Replay : public HistorySink {
+// exactly what pass 2 produces. A live record's tag is its snapshot address
+// with kShown set, or 0 for an allocation the snapshot leaves out.
+constexpr uint64_t kShown = 1ull << 63;
+
+class VizObserver : public ReplayObserver {
  public:
-  Replay(const MemoryVizOptions &opts, Meta &meta, Output *out, uint64_t cutoff)
+  VizObserver(const MemoryVizOptions &opts, Meta &meta, Output *out, uint64_t cutoff)
       : opts_(opts), meta_(meta), out_(out), cutoff_(cutoff) {}
 
   void on_process(const ProcessInfo &p, double clock_base) override {
@@ -463,28 +503,57 @@ class Replay : public HistorySink {
     if (!out_) meta_.symbols.emplace_back(ip, std::move(frames));
   }
 
+  // The snapshot is the state at `until`.
+  bool wants(const Event &e) override { return e.time_ns <= until_ns_; }
+
   void on_event(const Event &e) override {
-    if (e.time_ns > until_ns_) return;  // the snapshot is the state at `until`
     in_window_ = e.time_ns >= since_ns_;
     event_first_ = entries_;
     switch (e.op) {
-      case Op::Alloc: alloc(e); break;
-      case Op::Free: free(e); break;
+      case Op::Alloc:
+      case Op::Free:
+      case Op::Teardown: ++events_; break;
       case Op::OomFail: oom(e); break;
-      case Op::Teardown: teardown(e); break;
-      default: break;  // invalid frees change nothing; VMM ranges, steps, marks: not shown
+      case Op::Mark: mark(e); break;
+      default: break;  // invalid frees change nothing; VMM ranges, steps: not shown
     }
   }
 
+  uint64_t on_alloc(const Event &e) override {
+    int dev = shown_device(e.device);
+    if (!shown_family(e.family) || !device_selected(dev) || e.size == 0) return 0;
+    uint64_t addr = e.addr;
+    if (e.family == Family::Vmm) {
+      addr = vmm_next_;
+      constexpr uint64_t kGranule = 2u << 20;
+      vmm_next_ += (e.size + kGranule - 1) / kGranule * kGranule;
+    }
+    emit(dev, Action::SegmentAlloc, addr, e.size, e.time_ns, e.stack, e.pystack);
+    emit(dev, Action::Alloc, addr, e.size, e.time_ns, e.stack, e.pystack);
+    return addr | kShown;
+  }
+
+  // A free, a reuse without a recorded free (the trace never holds two
+  // blocks at one address), or a teardown.
+  void on_release(const Event &e, const ReplayRecord &r) override {
+    if (r.tag) emit_free(view(r), e.time_ns);
+  }
+
+  void on_teardown(const Event &e, const std::vector<const ReplayRecord *> &dying) override {
+    std::vector<LiveRec> shown;
+    for (const ReplayRecord *r : dying)
+      if (r->tag) shown.push_back(view(*r));
+    std::sort(shown.begin(), shown.end(), by_place);
+    for (const LiveRec &r : shown) emit_free(r, e.time_ns);
+  }
+
   // Final state, ordered by (device, address) for a deterministic file.
-  std::vector<const LiveRec *> live() const {
-    std::vector<const LiveRec *> v;
-    for (auto *t : {&ptrs_, &vmm_})
-      for (const auto &kv : *t) v.push_back(&kv.second);
-    std::sort(v.begin(), v.end(), [](const LiveRec *a, const LiveRec *b) {
-      return a->shown_device != b->shown_device ? a->shown_device < b->shown_device
-                                                : a->shown_addr < b->shown_addr;
+  static std::vector<LiveRec> live(const Replay &replay) {
+    std::vector<LiveRec> v;
+    replay.for_each_live([&](const ReplayRecord &r) {
+      if (r.tag) v.push_back(view(r));
     });
+    std::sort(v.begin(), v.end(), by_place);
     return v;
   }
 
@@ -492,12 +561,22 @@ class Replay : public HistorySink {
   uint64_t events() const { return events_; }
 
  private:
-  using Table = std::unordered_map<uint64_t, LiveRec>;
-  Table *table(Family f) {
-    if (f == Family::Vmm) return &vmm_;
-    return shown_family(f) ? &ptrs_ : nullptr;
+  static bool by_place(const LiveRec &a, const LiveRec &b) {
+    return a.shown_device != b.shown_device ? a.shown_device < b.shown_device
+                                            : a.shown_addr < b.shown_addr;
   }
-  int shown_device(int16_t d) const { return d < 0 ? 0 : d; }
+  static LiveRec view(const ReplayRecord &r) {
+    LiveRec v;
+    v.shown_addr = r.tag & ~kShown;
+    v.size = r.alloc.size;
+    v.stack = r.alloc.stack;
+    v.pystack = r.alloc.pystack;
+    v.context = r.alloc.context;
+    v.raw_device = r.alloc.device;
+    v.shown_device = shown_device(r.alloc.device);
+    return v;
+  }
+  static int shown_device(int16_t d) { return d < 0 ? 0 : d; }
   bool device_selected(int d) const { return opts_.device < 0 || d == opts_.device; }
 
   void emit(int device, Action a, uint64_t addr, uint64_t size, uint64_t t, StackId stack,
@@ -519,45 +598,14 @@ class Replay : public HistorySink {
     emit(r.shown_device, Action::SegmentFree, r.shown_addr, r.size, t, r.stack, r.pystack);
   }
 
-  void alloc(const Event &e) {
-    ++events_;
-    Table *t = table(e.family);
-    int dev = shown_device(e.device);
-    if (!t || !device_selected(dev) || e.size == 0) return;
-    auto it = t->find(e.addr);
-    if (it != t->end()) {
-      // Reused without a recorded free (the recorder replaces it too): end
-      // the old one first so the trace never holds two blocks at one address.
-      emit_free(it->second, e.time_ns);
-      t->erase(it);
-    }
-    LiveRec r;
-    r.size = e.size;
-    r.stack = e.stack;
-    r.pystack = e.pystack;
-    r.context = e.context;
-    r.raw_device = e.device;
-    r.shown_device = dev;
-    if (e.family == Family::Vmm) {
-      r.shown_addr = vmm_next_;
-      constexpr uint64_t kGranule = 2u << 20;
-      vmm_next_ += (e.size + kGranule - 1) / kGranule * kGranule;
-    } else {
-      r.shown_addr = e.addr;
-    }
-    emit(dev, Action::SegmentAlloc, r.shown_addr, r.size, e.time_ns, r.stack, r.pystack);
-    emit(dev, Action::Alloc, r.shown_addr, r.size, e.time_ns, r.stack, r.pystack);
-    t->emplace(e.addr, r);
-  }
-
-  void free(const Event &e) {
-    ++events_;
-    Table *t = table(e.family);
-    if (!t) return;
-    auto it = t->find(e.addr);
-    if (it == t->end()) return;  // another device, an excluded family, or a size-0 block
-    emit_free(it->second, e.time_ns);
-    t->erase(it);
+  // A mark belongs to no device: it is shown on device 0's trace, so an
+  // export of another single device (--device) leaves it out.
+  void mark(const Event &e) {
+    const int dev = 0;
+    if (!in_window_ || !device_selected(dev)) return;
+    ++entries_;
+    meta_device(dev);
+    if (out_ && event_first_ >= cutoff_) out_->mark(dev, e.time_ns, replay_->label(e.size));
   }
 
   void oom(const Event &e) {
@@ -567,30 +615,6 @@ class Replay : public HistorySink {
     emit(dev, Action::Oom, 0, e.size, e.time_ns, e.stack, e.pystack);
   }
 
-  void teardown(const Event &e) {
-    ++events_;
-    // Same rule as the recorder and replay_history: a context id selects its
-    // allocations, else the device's, else (-1) everything.
-    std::vector<std::pair<Table *, uint64_t>> dying;
-    for (Table *t : {&ptrs_, &vmm_}) {
-      for (const auto &kv : *t) {
-        const LiveRec &r = kv.second;
-        bool dies = e.context ? r.context == e.context
-                              : (e.device < 0 || r.raw_device == e.device);
-        if (dies) dying.emplace_back(t, kv.first);
-      }
-    }
-    std::sort(dying.begin(), dying.end(), [](const auto &a, const auto &b) {
-      const LiveRec &x = a.first->at(a.second), &y = b.first->at(b.second);
-      return x.shown_device != y.shown_device ? x.shown_device < y.shown_device
-                                              : x.shown_addr < y.shown_addr;
-    });
-    for (auto &[t, k] : dying) {
-      emit_free(t->at(k), e.time_ns);
-      t->erase(k);
-    }
-  }
-
   const MemoryVizOptions &opts_;
   Meta &meta_;
   Output *out_;
@@ -598,15 +622,14 @@ class Replay : public HistorySink {
   uint64_t since_ns_ = 0, until_ns_ = UINT64_MAX;
   bool in_window_ = true;
   uint64_t entries_ = 0, event_first_ = 0, events_ = 0;
-  Table ptrs_, vmm_;
   uint64_t vmm_next_ = 1ull << 52;
 };
 
-bool read_pass(const std::string &path, HistorySink &sink, int pass, std::string &error,
+bool read_pass(const std::string &path, Replay &replay, int pass, std::string &error,
                std::vector<std::string> *warnings) {
   g_progress.pass = pass;
   std::vector<std::string> w;
-  bool ok = read_history(path, sink, error, w, nullptr, &progress_trampoline);
+  bool ok = read_history(path, replay, error, w, nullptr, &progress_trampoline);
   // Both passes see the same damage: report it once.
   if (warnings) warnings->insert(warnings->end(), w.begin(), w.end());
   return ok;
@@ -624,9 +647,11 @@ bool export_memory_viz(const std::string &history_path, const std::string &out_p
 
   // Pass 1: process info, modules, stacks, symbols, and the entry count.
   Meta meta;
-  Replay count(opts, meta, nullptr, 0);
-  if (!read_pass(history_path, count, 0, error, &warnings)) return false;
-  for (const LiveRec *r : count.live()) meta.max_device = std::max(meta.max_device, r->shown_device);
+  VizObserver count(opts, meta, nullptr, 0);
+  Replay count_replay(count);
+  if (!read_pass(history_path, count_replay, 0, error, &warnings)) return false;
+  for (const LiveRec &r : VizObserver::live(count_replay))
+    meta.max_device = std::max(meta.max_device, r.shown_device);
   int devices = opts.device >= 0 ? opts.device + 1 : std::max(meta.max_device + 1, 1);
   uint64_t total = count.entries();
   uint64_t cutoff = opts.max_entries && total > opts.max_entries ? total - opts.max_entries : 0;
@@ -638,9 +663,10 @@ bool export_memory_viz(const std::string &history_path, const std::string &out_p
   // Pass 2: the same replay, writing.
   Output out(out_path, sym, meta);
   if (!out.open_spools(devices, error)) return false;
-  Replay write(opts, meta, &out, cutoff);
-  if (!read_pass(history_path, write, 1, error, nullptr)) return false;
-  if (!out.finish(write.live(), stats, error)) return false;
+  VizObserver write(opts, meta, &out, cutoff);
+  Replay write_replay(write);
+  if (!read_pass(history_path, write_replay, 1, error, nullptr)) return false;
+  if (!out.finish(VizObserver::live(write_replay), stats, error)) return false;
   stats.events = write.events();
   stats.devices = devices;
   g_progress = ProgressState{};

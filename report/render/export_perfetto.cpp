@@ -6,10 +6,9 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
-#include <unordered_map>
 
-#include "report/input/history_reader.h"
 #include "report/render/pickle_writer.h"  // sanitize_utf8
+#include "report/replay/replay.h"
 
 namespace torchseal {
 namespace {
@@ -53,17 +52,8 @@ std::string human_bytes(uint64_t n) {
 
 std::string device_label(int16_t d) { return d < 0 ? "host" : "cuda:" + std::to_string(d); }
 
-struct Live {
-  uint64_t size = 0;
-  uint64_t slice_id = 0;  // 0 = no slice (below the threshold)
-  uint32_t context = 0;
-  uint32_t tid = 0;
-  int16_t device = -1;
-  Family family = Family::Device;
-  ApiId api = ApiId::Unknown;
-};
-
-class PerfettoSink : public HistorySink {
+// A live record's tag is its slice id: 0 = no slice (below the threshold).
+class PerfettoSink : public ReplayObserver {
  public:
   PerfettoSink(FILE *f, const PerfettoOptions &opts) : f_(f), opts_(opts) {
     std::fputs("{\"displayTimeUnit\": \"ns\", \"traceEvents\": [\n", f_);
@@ -88,16 +78,6 @@ class PerfettoSink : public HistorySink {
     }
     last_ = std::max(last_, e.time_ns);
     switch (e.op) {
-      case Op::Alloc: alloc(e); break;
-      case Op::Free: {
-        auto &t = table(e.family);
-        auto it = t.find(e.addr);
-        if (it != t.end()) {
-          release(it->second, e.time_ns);
-          t.erase(it);
-        }
-        break;
-      }
       case Op::OomFail:
         instant(e, "OOM " + std::string(api_name(e.api)) + " " + human_bytes(e.size) + " on " +
                        device_label(e.device),
@@ -108,7 +88,10 @@ class PerfettoSink : public HistorySink {
         instant(e, "invalid free " + std::string(api_name(e.api)) + " " + hex(e.addr),
                 "\"address\":\"" + hex(e.addr) + "\"");
         break;
-      case Op::Teardown: teardown(e); break;
+      case Op::Teardown:
+        instant(e, "teardown " + std::string(api_name(e.api)) + " " + device_label(e.device),
+                "\"device\":" + std::to_string(e.device) + ",\"context\":" + std::to_string(e.context));
+        break;
       case Op::Step: {
         // Without explicit steps the shim closes time windows instead.
         bool window = (e.size & kWindowStepBit) != 0;
@@ -117,23 +100,59 @@ class PerfettoSink : public HistorySink {
                 std::string(window ? "\"window\":" : "\"step\":") + n);
         break;
       }
-      case Op::Mark:
-        // Labels are interned strings the format does not carry yet: the id.
-        instant(e, "mark " + std::to_string(e.size), "\"label_id\":" + std::to_string(e.size));
+      case Op::Mark: {
+        std::string label = replay_->label(e.size);
+        instant(e, "mark " + label, "\"label\":" + json_string(label));
         break;
-      default: break;  // VMM map/unmap/reserve: address space, not memory
+      }
+      default: break;  // allocations below; VMM map/unmap/reserve: address space, not memory
     }
   }
 
-  bool finish() {
+  uint64_t on_alloc(const Event &e) override {
+    live_bytes_[{e.device, e.family}] += e.size;
+    counter(e.device, e.family, e.time_ns);
+    if (e.size < opts_.min_slice_bytes) return 0;
+    uint64_t slice_id = ++next_slice_;
+    begin();
+    std::fprintf(f_,
+                 "{\"name\":%s,\"cat\":\"allocation\",\"ph\":\"b\",\"id\":\"0x%" PRIx64
+                 "\",\"ts\":%s,\"pid\":%" PRId64
+                 ",\"tid\":%u,\"args\":{\"address\":\"%s\",\"size\":%" PRIu64
+                 ",\"device\":%d,\"kind\":\"%s\",\"api\":\"%s\",\"stack\":%u}}",
+                 json_string(slice_name(e)).c_str(), slice_id, ts(e.time_ns).c_str(), pid_,
+                 e.tid, hex(e.addr).c_str(), e.size, e.device,
+                 std::string(family_name(e.family)).c_str(), std::string(api_name(e.api)).c_str(),
+                 e.stack);
+    return slice_id;
+  }
+
+  void on_release(const Event &e, const ReplayRecord &r) override {
+    const Event &a = r.alloc;
+    uint64_t &v = live_bytes_[{a.device, a.family}];
+    v = v >= a.size ? v - a.size : 0;
+    counter(a.device, a.family, e.time_ns);
+    if (r.tag) slice_end(r, e.time_ns);
+  }
+
+  void on_teardown(const Event &e, const std::vector<const ReplayRecord *> &dying) override {
+    // Deterministic output: the order allocations were made in.
+    std::vector<const ReplayRecord *> order = dying;
+    std::sort(order.begin(), order.end(), [](const ReplayRecord *x, const ReplayRecord *y) {
+      return x->tag != y->tag ? x->tag < y->tag : x->alloc.addr < y->alloc.addr;
+    });
+    for (const ReplayRecord *r : order) on_release(e, *r);
+  }
+
+  bool finish(const Replay &replay) {
     // Allocations still live: their slices end with the trace.
-    std::vector<const Live *> open;
-    for (auto *t : {&ptrs_, &vmm_})
-      for (auto &kv : *t)
-        if (kv.second.slice_id) open.push_back(&kv.second);
+    std::vector<const ReplayRecord *> open;
+    replay.for_each_live([&](const ReplayRecord &r) {
+      if (r.tag) open.push_back(&r);
+    });
     std::sort(open.begin(), open.end(),
-              [](const Live *a, const Live *b) { return a->slice_id < b->slice_id; });
-    for (const Live *l : open) slice_end(*l, last_);
+              [](const ReplayRecord *a, const ReplayRecord *b) { return a->tag < b->tag; });
+    for (const ReplayRecord *r : open) slice_end(*r, last_);
     std::fputs("\n]}\n", f_);
     return std::fflush(f_) == 0 && !std::ferror(f_);
   }
@@ -142,9 +161,6 @@ class PerfettoSink : public HistorySink {
   uint64_t events() const { return events_; }
 
  private:
-  using Table = std::unordered_map<uint64_t, Live>;
-  Table &table(Family f) { return f == Family::Vmm ? vmm_ : ptrs_; }
-
   static std::string hex(uint64_t v) {
     char buf[24];
     std::snprintf(buf, sizeof buf, "0x%" PRIx64, v);
@@ -180,77 +196,15 @@ class PerfettoSink : public HistorySink {
                  json_string(name).c_str(), ts(e.time_ns).c_str(), pid_, e.tid, args.c_str());
   }
 
-  std::string slice_name(const Live &l) const {
-    return std::string(api_name(l.api)) + " " + human_bytes(l.size);
+  std::string slice_name(const Event &a) const {
+    return std::string(api_name(a.api)) + " " + human_bytes(a.size);
   }
-  void slice_end(const Live &l, uint64_t t) {
+  void slice_end(const ReplayRecord &r, uint64_t t) {
     begin();
     std::fprintf(f_,
                  "{\"name\":%s,\"cat\":\"allocation\",\"ph\":\"e\",\"id\":\"0x%" PRIx64
                  "\",\"ts\":%s,\"pid\":%" PRId64 ",\"tid\":%u}",
-                 json_string(slice_name(l)).c_str(), l.slice_id, ts(t).c_str(), pid_, l.tid);
-  }
-
-  void alloc(const Event &e) {
-    auto &t = table(e.family);
-    auto it = t.find(e.addr);
-    if (it != t.end()) {
-      // Reused without a recorded free: the recorder replaces it, so do we.
-      release(it->second, e.time_ns);
-      t.erase(it);
-    }
-    Live l;
-    l.size = e.size;
-    l.context = e.context;
-    l.tid = e.tid;
-    l.device = e.device;
-    l.family = e.family;
-    l.api = e.api;
-    live_bytes_[{e.device, e.family}] += e.size;
-    counter(e.device, e.family, e.time_ns);
-    if (e.size >= opts_.min_slice_bytes) {
-      l.slice_id = ++next_slice_;
-      begin();
-      std::fprintf(f_,
-                   "{\"name\":%s,\"cat\":\"allocation\",\"ph\":\"b\",\"id\":\"0x%" PRIx64
-                   "\",\"ts\":%s,\"pid\":%" PRId64
-                   ",\"tid\":%u,\"args\":{\"address\":\"%s\",\"size\":%" PRIu64
-                   ",\"device\":%d,\"kind\":\"%s\",\"api\":\"%s\",\"stack\":%u}}",
-                   json_string(slice_name(l)).c_str(), l.slice_id, ts(e.time_ns).c_str(), pid_,
-                   e.tid, hex(e.addr).c_str(), e.size, e.device,
-                   std::string(family_name(e.family)).c_str(),
-                   std::string(api_name(e.api)).c_str(), e.stack);
-    }
-    t.emplace(e.addr, l);
-  }
-
-  void release(const Live &l, uint64_t t) {
-    uint64_t &v = live_bytes_[{l.device, l.family}];
-    v = v >= l.size ? v - l.size : 0;
-    counter(l.device, l.family, t);
-    if (l.slice_id) slice_end(l, t);
-  }
-
-  void teardown(const Event &e) {
-    instant(e, "teardown " + std::string(api_name(e.api)) + " " + device_label(e.device),
-            "\"device\":" + std::to_string(e.device) + ",\"context\":" + std::to_string(e.context));
-    // Same rule as the recorder: the context's allocations, else the device's.
-    std::vector<std::pair<Table *, uint64_t>> dying;
-    for (Table *t : {&ptrs_, &vmm_})
-      for (auto &kv : *t) {
-        const Live &l = kv.second;
-        if (e.context ? l.context == e.context : (e.device < 0 || l.device == e.device))
-          dying.emplace_back(t, kv.first);
-      }
-    // Deterministic output: the order allocations were made in.
-    std::sort(dying.begin(), dying.end(), [](const auto &a, const auto &b) {
-      const Live &x = a.first->at(a.second), &y = b.first->at(b.second);
-      return x.slice_id != y.slice_id ? x.slice_id < y.slice_id : a.second < b.second;
-    });
-    for (auto &[t, k] : dying) {
-      release(t->at(k), e.time_ns);
-      t->erase(k);
-    }
+                 json_string(slice_name(r.alloc)).c_str(), r.tag, ts(t).c_str(), pid_, r.alloc.tid);
   }
 
   FILE *f_;
@@ -259,7 +213,6 @@ class PerfettoSink : public HistorySink {
   uint64_t t0_ = 0, last_ = 0;
   bool have_t0_ = false;
   uint64_t written_ = 0, events_ = 0, next_slice_ = 0;
-  Table ptrs_, vmm_;
   std::map<std::pair<int16_t, Family>, uint64_t> live_bytes_;
 };
 
@@ -279,9 +232,10 @@ bool export_perfetto(const std::string &history_path, const std::string &out_pat
   std::setvbuf(f, vbuf.data(), _IOFBF, vbuf.size());
   PerfettoSink sink(f, opts);
   g_progress_fn = &opts.progress;
-  bool read = read_history(history_path, sink, error, warnings, nullptr, &progress_trampoline);
+  Replay replay(sink);
+  bool read = read_history(history_path, replay, error, warnings, nullptr, &progress_trampoline);
   g_progress_fn = nullptr;
-  bool ok = read && sink.finish();
+  bool ok = read && sink.finish(replay);
   long size = std::ftell(f);
   ok = std::fclose(f) == 0 && ok;
   if (!read) {

@@ -2,25 +2,17 @@
 
 #include <algorithm>
 #include <map>
-#include <unordered_map>
 #include <utility>
 
-#include "report/input/history_reader.h"
 #include "report/render/html_escape.h"
+#include "report/replay/replay.h"
 
 namespace torchseal {
 namespace {
 
-struct Live {
-  uint64_t size = 0;
-  uint32_t context = 0;
-  int16_t device = -1;
-  Family family = Family::Device;
-};
-
 using SeriesKey = std::pair<int16_t, Family>;
 
-class TimelineSink : public HistorySink {
+class TimelineSink : public ReplayObserver {
  public:
   TimelineSink(Timeline &t, size_t max_points) : t_(t), max_(std::max<size_t>(max_points, 2)) {}
 
@@ -32,25 +24,26 @@ class TimelineSink : public HistorySink {
     }
     t_.t_end = std::max(t_.t_end, e.time_ns);
     switch (e.op) {
-      case Op::Alloc: alloc(e); break;
-      case Op::Free: {
-        auto &tab = table(e.family);
-        auto it = tab.find(e.addr);
-        if (it != tab.end()) {
-          release(it->second, e.time_ns);
-          tab.erase(it);
-        }
-        break;
-      }
-      case Op::Teardown:
-        marker(e, e.device < 0 ? 0 : static_cast<uint64_t>(e.device));
-        teardown(e);
-        break;
+      case Op::Teardown: marker(e, e.device < 0 ? 0 : static_cast<uint64_t>(e.device)); break;
       case Op::Step: marker(e, e.size & ~kWindowStepBit); break;
-      case Op::OomFail:
-      case Op::Mark: marker(e, e.size); break;
-      default: break;  // VMM map/unmap/reserve: address space, not memory
+      case Op::OomFail: marker(e, e.size); break;
+      case Op::Mark: marker(e, e.size, replay_->label(e.size)); break;
+      default: break;  // allocations below; VMM map/unmap/reserve: address space, not memory
     }
+  }
+
+  uint64_t on_alloc(const Event &e) override {
+    uint64_t &v = live_[{e.device, e.family}];
+    v += e.size;
+    record(e.device, e.family, v, e.time_ns);
+    return 0;
+  }
+
+  void on_release(const Event &e, const ReplayRecord &r) override {
+    const Event &a = r.alloc;
+    uint64_t &v = live_[{a.device, a.family}];
+    v = v >= a.size ? v - a.size : 0;
+    record(a.device, a.family, v, e.time_ns);
   }
 
   void finish() {
@@ -64,9 +57,6 @@ class TimelineSink : public HistorySink {
   }
 
  private:
-  using Table = std::unordered_map<uint64_t, Live>;
-  Table &table(Family f) { return f == Family::Vmm ? vmm_ : ptrs_; }
-
   // Bucket of time `ns`, coarsening first if it would be out of range.
   uint64_t bucket(uint64_t ns) {
     uint64_t rel = ns >= t_.t0 ? ns - t_.t0 : 0;
@@ -100,6 +90,7 @@ class TimelineSink : public HistorySink {
         if (w > 0 && ms[w - 1].bucket == m.bucket) {
           ms[w - 1].count += m.count;
           ms[w - 1].value = m.value;
+          merge_label(ms[w - 1].label, m.label);
         } else {
           ms[w++] = m;
         }
@@ -120,55 +111,26 @@ class TimelineSink : public HistorySink {
     }
   }
 
-  void marker(const Event &e, uint64_t value) {
+  // Marks merged into one bucket keep every label, up to a readable length.
+  static void merge_label(std::string &into, const std::string &more) {
+    if (!more.empty() && into.size() < 200) into += ", " + more;
+  }
+
+  void marker(const Event &e, uint64_t value, std::string label = {}) {
     uint64_t b = bucket(e.time_ns);
     auto &ms = markers_[e.op];
     if (!ms.empty() && ms.back().bucket == b) {
       ++ms.back().count;
       ms.back().value = value;
+      merge_label(ms.back().label, label);
     } else {
-      ms.push_back({b, e.op, 1, value});
-    }
-  }
-
-  void alloc(const Event &e) {
-    auto &tab = table(e.family);
-    auto it = tab.find(e.addr);
-    if (it != tab.end()) {  // reused without a recorded free: replace, like the recorder
-      release(it->second, e.time_ns);
-      tab.erase(it);
-    }
-    uint64_t &v = live_[{e.device, e.family}];
-    v += e.size;
-    record(e.device, e.family, v, e.time_ns);
-    tab.emplace(e.addr, Live{e.size, e.context, e.device, e.family});
-  }
-
-  void release(const Live &l, uint64_t ns) {
-    uint64_t &v = live_[{l.device, l.family}];
-    v = v >= l.size ? v - l.size : 0;
-    record(l.device, l.family, v, ns);
-  }
-
-  void teardown(const Event &e) {
-    // Same rule as the recorder: the context's allocations, else the device's.
-    for (Table *tab : {&ptrs_, &vmm_}) {
-      for (auto it = tab->begin(); it != tab->end();) {
-        const Live &l = it->second;
-        if (e.context ? l.context == e.context : (e.device < 0 || l.device == e.device)) {
-          release(l, e.time_ns);
-          it = tab->erase(it);
-        } else {
-          ++it;
-        }
-      }
+      ms.push_back({b, e.op, 1, value, std::move(label)});
     }
   }
 
   Timeline &t_;
   size_t max_;
   bool started_ = false;
-  Table ptrs_, vmm_;
   std::map<SeriesKey, uint64_t> live_;
   std::map<SeriesKey, TimelineSeries> series_;
   std::map<Op, std::vector<TimelineMarker>> markers_;
@@ -193,7 +155,8 @@ bool build_timeline(const std::string &history_path, Timeline &out, std::string 
                     std::vector<std::string> &warnings, size_t max_points) {
   out = Timeline{};
   TimelineSink sink(out, max_points);
-  if (!read_history(history_path, sink, error, warnings)) return false;
+  Replay replay(sink);
+  if (!read_history(history_path, replay, error, warnings)) return false;
   sink.finish();
   return true;
 }
@@ -245,7 +208,7 @@ std::string timeline_html(const Timeline &t) {
         break;
       case Op::Mark:
         cls = "mark";
-        title = "mark " + std::to_string(m.value) + n;
+        title = "mark " + m.label + n;
         break;
       default:
         cls = "teardown";

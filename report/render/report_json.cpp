@@ -342,6 +342,18 @@ void read_report(const json &j, Report &r) {
     }
   }
 
+  if (auto mk = j.find("marks"); mk != j.end()) {
+    if (!mk->is_array()) fail("marks", "expected an array");
+    for (size_t i = 0; i < mk->size(); ++i) {
+      std::string pth = elem("", "marks", i);
+      Mark m;
+      m.time = get_num((*mk)[i], pth, "t");
+      m.label = get_str((*mk)[i], pth, "label");
+      m.thread = static_cast<uint32_t>(get_u64((*mk)[i], pth, "thread"));
+      r.marks.push_back(std::move(m));
+    }
+  }
+
   const json &frees = get_array(j, "", "invalid_frees");
   for (size_t i = 0; i < frees.size(); ++i) {
     std::string pth = elem("", "invalid_frees", i);
@@ -459,6 +471,13 @@ std::string report_to_json(const Report &r) {
       used.push_back({{"pattern", u.pattern}, {"allocations", u.allocations}, {"bytes", u.bytes}});
     }
     j["suppressions_used"] = std::move(used);
+  }
+  // Extra key, only for a history with marks (torchseal_mark).
+  if (!r.marks.empty()) {
+    ojson marks = ojson::array();
+    for (const Mark &m : r.marks)
+      marks.push_back({{"t", finite(m.time)}, {"label", m.label}, {"thread", m.thread}});
+    j["marks"] = std::move(marks);
   }
 
   try {

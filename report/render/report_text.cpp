@@ -126,6 +126,13 @@ std::string report_to_text(const Report &r) {
     }
     out += "-----------------------------------------------------\n";
   }
+  if (!r.marks.empty()) {
+    // Seconds since the process started, as a timeline reads them.
+    out += "\nMarks:\n";
+    for (const Mark &m : r.marks)
+      out += format("  %10.6f s  %s (thread %u)\n", m.time - r.process.start_time,
+                    clean(m.label).c_str(), m.thread);
+  }
   out += "\nSUMMARY: torchseal: " + u64(r.summary.leaked_bytes) + " byte(s) leaked in " +
          u64(r.summary.leaked_allocations) + " allocation(s).\n";
   return out;

@@ -240,6 +240,14 @@ void Recorder::on_step(bool window) {
   push_sample(window ? window_samples_ : step_samples_, std::move(s));
 }
 
+void Recorder::on_mark(const char *label) {
+  // Marks live in the history only: without one there is nowhere to show them.
+  if (!history::enabled()) return;
+  uint64_t t = now_ns();
+  if (uint32_t id = history::intern_label(label))
+    history::append(make_event(Op::Mark, ApiId::Unknown, Family::None, t, 0, id));
+}
+
 void Recorder::on_vmm_range(Op op, uint64_t addr, uint64_t size, uint64_t handle) {
   if (!history::enabled()) return;
   ApiId api = op == Op::Map     ? ApiId::cuMemMap

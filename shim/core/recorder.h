@@ -34,6 +34,8 @@ class Recorder {
   // per site. `window` marks a time-window boundary, used only when the
   // program never marks steps itself.
   void on_step(bool window = false);
+  // A user mark (torchseal_mark): a labelled point on the history timeline.
+  void on_mark(const char *label);
   bool explicit_steps() const { return steps_.load(std::memory_order_relaxed) != 0; }
   // VMM address-space operations: timeline only, they own no memory.
   void on_vmm_range(Op op, uint64_t addr, uint64_t size, uint64_t handle);

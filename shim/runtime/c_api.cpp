@@ -18,7 +18,7 @@ __attribute__((visibility("default"))) void torchseal_step(void) {
 }
 
 __attribute__((visibility("default"))) void torchseal_mark(const char *label) {
-  (void)label;  // marks join the history timeline with the history file
+  if (label && torchseal::is_active()) torchseal::recorder().on_mark(label);
 }
 
 __attribute__((visibility("default"))) int torchseal_dump(const char *reason) {

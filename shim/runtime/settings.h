@@ -1,5 +1,5 @@
 // The settings table (settings.def) as constant data, and the value checks
-// its three users share: the shim's environment parser (shim/config.cpp),
+// its three users share: the shim's environment parser (shim/runtime/config.cpp),
 // `torchseal run`'s options (report/cli/cmd_run.cpp) and the
 // docs/configuration.md generator (settings_doc.cpp). The table is constexpr
 // (no static initialisation), so the preloaded shim can read it before main.

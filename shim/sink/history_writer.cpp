@@ -21,6 +21,7 @@
 #include "shim/sink/asymmetric_fence.h"
 #include "shim/core/counters.h"
 #include "report/format/event_codec.h"
+#include "report/format/records.h"
 #include "report/format/tseal_format.h"
 #include "shim/runtime/lifecycle.h"
 #include "shim/runtime/log.h"
@@ -115,7 +116,14 @@ struct State {
   uint64_t window_ns = 0;
   uint64_t py_cursor = 0;
   std::unordered_map<std::string, uint32_t> py_strings;  // interned across chunks
+  ShardLock labels_lock;
+  std::unordered_map<std::string, uint32_t> labels;  // mark label -> id, under labels_lock
+  tseal::LabelsRecord new_labels;                    // not yet written, under labels_lock
 };
+
+// Bounds on what user marks can make the shim keep.
+constexpr size_t kMaxLabels = 1 << 16;
+constexpr size_t kMaxLabelBytes = 1024;
 
 State &S() {
   alignas(State) static unsigned char storage[sizeof(State)];
@@ -159,20 +167,23 @@ void disable_file(int err) {
              fatal ? "torchseal stopped writing files" : "history recording stopped");
 }
 
-void write_all(const std::vector<uint8_t> &out) {
+// Raw bytes, so the End chunk can be written from a stack buffer.
+void write_bytes(const uint8_t *p, size_t n) {
   State &s = S();
-  if (!g_file_ok.load() || out.empty()) return;
+  if (!g_file_ok.load()) return;
   size_t off = 0;
-  while (off < out.size()) {
-    ssize_t n = ::write(s.fd, out.data() + off, out.size() - off);
-    if (n < 0) {
+  while (off < n) {
+    ssize_t w = ::write(s.fd, p + off, n - off);
+    if (w < 0) {
       if (errno == EINTR) continue;
       disable_file(errno);
       return;
     }
-    off += static_cast<size_t>(n);
+    off += static_cast<size_t>(w);
   }
 }
+
+void write_all(const std::vector<uint8_t> &out) { write_bytes(out.data(), out.size()); }
 
 double unix_now() {
   timespec ts;
@@ -198,87 +209,59 @@ void append_modules_if_changed(std::vector<uint8_t> &out) {
   if (c.adds == s.modules_adds && c.subs == s.modules_subs) return;
   s.modules_adds = c.adds;
   s.modules_subs = c.subs;
-  std::vector<uint8_t> payload;
-  tseal::ByteWriter w(payload);
-  auto mods = capture_module_map();
-  w.varint(mods.size());
-  for (const Module &m : mods) {
-    w.str(m.path);
-    w.u64(m.base);
-    w.u64(m.lo);
-    w.u64(m.hi);
-    w.str(m.build_id);
-  }
-  tseal::append_chunk(out, Chunk::Modules, payload);
+  tseal::append_record(out, Chunk::Modules, tseal::ModulesRecord{capture_module_map()});
 }
 
 void append_new_stacks(std::vector<uint8_t> &out) {
-  std::vector<uint8_t> payload;
-  tseal::ByteWriter w(payload);
-  uint64_t n = 0;
-  std::vector<uint8_t> body;
-  tseal::ByteWriter b(body);
+  tseal::StacksRecord rec;
   recorder().stacks().for_each_since(S().stack_cursor, [&](StackId id, const uint64_t *ips, uint32_t len) {
-    b.varint(id);
-    b.varint(len);
-    uint64_t prev = 0;
-    for (uint32_t i = 0; i < len; ++i) {
-      b.svarint(static_cast<int64_t>(ips[i] - prev));
-      prev = ips[i];
-    }
-    ++n;
+    rec.stacks.emplace_back(id, std::vector<uint64_t>(ips, ips + len));
   });
-  if (!n) return;
-  w.varint(n);
-  payload.insert(payload.end(), body.begin(), body.end());
-  tseal::append_chunk(out, Chunk::Stacks, payload);
+  if (!rec.stacks.empty()) tseal::append_record(out, Chunk::Stacks, rec);
 }
 
-// Python stacks: strings (function names, file paths) are interned once per
-// file; each chunk first defines its new strings, then stacks of
-// (function id, file id, line).
+// Python strings (function names, file paths) are interned once per file:
+// a chunk defines only the strings new since the last one.
 void append_new_python_stacks(std::vector<uint8_t> &out) {
   State &s = S();
-  std::vector<uint8_t> strings_body, stacks_body;
-  tseal::ByteWriter sw(strings_body), kw(stacks_body);
-  uint64_t nstrings = 0, nstacks = 0;
+  tseal::PyStacksRecord rec;
   auto intern = [&](const std::string &str) {
     auto it = s.py_strings.find(str);
     if (it != s.py_strings.end()) return it->second;
     uint32_t id = static_cast<uint32_t>(s.py_strings.size() + 1);
     s.py_strings.emplace(str, id);
-    sw.varint(id);
-    sw.str(str);
-    ++nstrings;
+    rec.strings.emplace_back(id, str);
     return id;
   };
   py::for_each_since(s.py_cursor, [&](PyStackId id, const std::vector<PyFrame> &frames) {
-    kw.varint(id);
-    kw.varint(frames.size());
+    std::vector<tseal::PyStacksRecord::Frame> refs;
+    refs.reserve(frames.size());
     for (const PyFrame &f : frames) {
-      kw.varint(intern(f.function));
-      kw.varint(intern(f.file));
-      kw.varint(static_cast<uint64_t>(f.line < 0 ? 0 : f.line));
+      uint32_t fn = intern(f.function);
+      refs.push_back({fn, intern(f.file), static_cast<uint32_t>(f.line < 0 ? 0 : f.line)});
     }
-    ++nstacks;
+    rec.stacks.emplace_back(id, std::move(refs));
   });
-  if (!nstacks) return;
-  std::vector<uint8_t> payload;
-  tseal::ByteWriter w(payload);
-  w.varint(nstrings);
-  payload.insert(payload.end(), strings_body.begin(), strings_body.end());
-  w.varint(nstacks);
-  payload.insert(payload.end(), stacks_body.begin(), stacks_body.end());
-  tseal::append_chunk(out, Chunk::PyStacks, payload);
+  if (!rec.stacks.empty()) tseal::append_record(out, Chunk::PyStacks, rec);
+}
+
+// Taken after the pass's cut: every label a sealed Mark event uses was
+// interned before it, so it is defined before the events that use it.
+void append_new_labels(std::vector<uint8_t> &out) {
+  State &s = S();
+  tseal::LabelsRecord rec;
+  {
+    Guard g(s.labels_lock);
+    rec.labels.swap(s.new_labels.labels);
+  }
+  if (!rec.labels.empty()) tseal::append_record(out, Chunk::Labels, rec);
 }
 
 void append_events(std::vector<uint8_t> &out, const Sealed &c) {
   std::vector<uint8_t> payload;
   payload.reserve(c.bytes.size() + 24);
   tseal::ByteWriter w(payload);
-  w.u32(c.tid);
-  w.u64(c.base_time);
-  w.varint(c.count);
+  tseal::EventsHeader{c.tid, c.base_time, c.count}.encode(w);
   payload.insert(payload.end(), c.bytes.begin(), c.bytes.end());
   tseal::append_chunk(out, Chunk::Events, payload);
   S().events_written += c.count;
@@ -360,33 +343,21 @@ void pass() {
   for (ThreadBuf *b : dead) delete b;
   if (!g_file_ok.load()) return;
   std::vector<uint8_t> out;
-  std::vector<uint8_t> pass_payload;
-  tseal::ByteWriter(pass_payload).u64(now_ns());
-  tseal::append_chunk(out, Chunk::Pass, pass_payload);
+  tseal::append_record(out, Chunk::Pass, tseal::PassRecord{now_ns()});
   append_modules_if_changed(out);
   append_new_stacks(out);
   append_new_python_stacks(out);
+  append_new_labels(out);
   for (const Sealed &c : chunks) append_events(out, c);
   write_all(out);
 }
 
 void append_process_chunk(std::vector<uint8_t> &out) {
-  std::vector<uint8_t> payload;
-  tseal::ByteWriter w(payload);
-  AnalysisInput probe;
-  fill_process_info(probe.process);
-  const ProcessInfo &p = probe.process;
-  w.u64(static_cast<uint64_t>(p.pid));
-  w.svarint(p.rank);
-  w.str(p.hostname);
-  w.f64(p.start_time);
-  w.str(p.backend);
-  w.str(p.python);
-  w.varint(p.argv.size());
-  for (const auto &a : p.argv) w.str(a);
+  tseal::ProcessRecord rec;
+  fill_process_info(rec.info);
   // CLOCK_MONOTONIC -> unix time, for exports that need wall-clock stamps.
-  w.f64(unix_now() - static_cast<double>(now_ns()) / 1e9);
-  tseal::append_chunk(out, Chunk::Process, payload);
+  rec.clock_base = unix_now() - static_cast<double>(now_ns()) / 1e9;
+  tseal::append_record(out, Chunk::Process, rec);
 }
 
 void append_symbols(std::vector<uint8_t> &out) {
@@ -397,21 +368,21 @@ void append_symbols(std::vector<uint8_t> &out) {
   std::sort(ips.begin(), ips.end());
   ips.erase(std::unique(ips.begin(), ips.end()), ips.end());
   Symbolizer sym(capture_module_map());
-  std::vector<uint8_t> payload;
-  tseal::ByteWriter w(payload);
-  w.varint(ips.size());
-  for (uint64_t ip : ips) {
-    const auto &frames = sym.symbolize(ip);
-    w.varint(ip);
-    w.varint(frames.size());
-    for (const NativeFrame &f : frames) {
-      w.str(f.function);
-      w.str(f.file);
-      w.varint(static_cast<uint64_t>(f.line < 0 ? 0 : f.line));
-      w.str(f.module);
-    }
-  }
-  tseal::append_chunk(out, Chunk::Symbols, payload);
+  tseal::SymbolsRecord rec;
+  rec.ips.reserve(ips.size());
+  for (uint64_t ip : ips) rec.ips.emplace_back(ip, sym.symbolize(ip));
+  tseal::append_record(out, Chunk::Symbols, rec);
+}
+
+// One End shape for the clean exit and the crash. Encoded on the stack: no
+// allocation, so it also works when the crash left the heap inconsistent.
+// The crash path passes no flags: asking the loader (dl_iterate_phdr) takes
+// its lock, which the dying thread may hold.
+void write_end(bool clean, uint8_t flags) {
+  tseal::EndRecord end{unix_now(), S().events_written, clean, flags};
+  uint8_t payload[tseal::EndRecord::kMaxBytes];
+  uint8_t chunk[tseal::kChunkHeaderSize + tseal::EndRecord::kMaxBytes];
+  write_bytes(chunk, tseal::put_chunk(chunk, Chunk::End, payload, end.encode(payload)));
 }
 
 const char *trigger_name(int req) {
@@ -445,15 +416,7 @@ void *writer_main(void *) {
     if (s.crash_request.exchange(false)) {
       // The process is dying: mark the file as not cleanly ended, then let
       // the faulting thread re-raise.
-      if (g_file_ok.load()) {
-        std::vector<uint8_t> out, payload;
-        tseal::ByteWriter w(payload);
-        w.f64(unix_now());
-        w.varint(s.events_written);
-        w.u8(0);
-        tseal::append_chunk(out, Chunk::End, payload);
-        write_all(out);
-      }
+      write_end(false, 0);
       uint64_t one = 1;
       ssize_t ignored = write(s.crash_done_fd, &one, sizeof one);
       (void)ignored;
@@ -543,6 +506,19 @@ void append(const Event &e) {
   }
 }
 
+uint32_t intern_label(const char *label) {
+  State &s = S();
+  std::string key(label, strnlen(label, kMaxLabelBytes));
+  Guard g(s.labels_lock);
+  auto it = s.labels.find(key);
+  if (it != s.labels.end()) return it->second;
+  if (s.labels.size() >= kMaxLabels) return 0;
+  uint32_t id = static_cast<uint32_t>(s.labels.size() + 1);
+  s.labels.emplace(key, id);
+  s.new_labels.labels.emplace_back(id, std::move(key));
+  return id;
+}
+
 void request_dump(const char *trigger) {
   State &s = S();
   int code = 1;
@@ -595,16 +571,11 @@ void finish(bool clean) {
         log::warn("could not append the symbol table to %s", s.path.c_str());
       }
     }
-    std::vector<uint8_t> payload;
-    tseal::ByteWriter w(payload);
-    w.f64(unix_now());
-    w.varint(s.events_written);
-    w.u8(clean ? 1 : 0);
+    write_all(out);
     // Facts only known at exit that change the verdict: PyTorch's caching
     // allocator (live memory is cache) and a PyTorch process (pinned cache).
-    w.u8((torch_caching_allocator_in_use() ? 1 : 0) | (torch_cuda_loaded() ? 2 : 0));
-    tseal::append_chunk(out, Chunk::End, payload);
-    write_all(out);
+    write_end(clean, (torch_caching_allocator_in_use() ? tseal::kEndTorchCachingAllocator : 0) |
+                         (torch_cuda_loaded() ? tseal::kEndTorchProcess : 0));
   }
   if (s.fd >= 0) close(s.fd);
   s.fd = -1;
@@ -640,6 +611,10 @@ void reset_after_fork() {
   for (auto &c : s.stack_cursor) c = 0;
   s.py_cursor = 0;
   new (&s.py_strings) std::unordered_map<std::string, uint32_t>();
+  // A file the child starts defines its labels afresh.
+  s.labels_lock.reset_after_fork();
+  new (&s.labels) std::unordered_map<std::string, uint32_t>();
+  new (&s.new_labels) tseal::LabelsRecord();
   s.modules_adds = s.modules_subs = ~0ull;
   s.events_written = 0;
 }

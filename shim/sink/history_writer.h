@@ -29,6 +29,12 @@ void set_window_seconds(double seconds);
 // Hot path: encode one event into this thread's buffer.
 void append(const Event &e);
 
+// Interns a mark label (torchseal_mark) for Mark events: the id their
+// `size` carries; the writer defines it in the file before the event. 0 when
+// the label cannot be kept (too many distinct labels): drop the mark then.
+// Any thread; takes a lock, so not for the allocation path.
+uint32_t intern_label(const char *label);
+
 // Wakes the writer thread to write a dump report with this trigger.
 // Async-signal-safe (a write to an eventfd and an atomic store).
 void request_dump(const char *trigger);

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "report/format/event_codec.h"
+#include "report/format/records.h"
 #include "report/format/tseal_format.h"
 #include "report/model/event.h"
 
@@ -54,8 +54,13 @@ struct Writer {
   std::vector<uint8_t> out;
   std::FILE *f;
   explicit Writer(std::FILE *file) : f(file) {}
-  void chunk(ts::Chunk type, const std::vector<uint8_t> &payload) {
-    ts::append_chunk(out, type, payload);
+  template <typename Record>
+  void record(ts::Chunk type, const Record &rec) {
+    ts::append_record(out, type, rec);
+    if (out.size() > (1u << 20)) flush();
+  }
+  void events(uint32_t tid, const std::vector<Event> &ev) {
+    ts::append_events_chunk(out, tid, ev);
     if (out.size() > (1u << 20)) flush();
   }
   void flush() {
@@ -98,19 +103,13 @@ int main(int argc, char **argv) {
   Writer w(f);
   ts::append_file_header(w.out);
   {
-    std::vector<uint8_t> p;
-    ts::ByteWriter b(p);
-    b.u64(4242);                      // pid
-    b.svarint(-1);                    // rank
-    b.str("fixture-host");
-    b.f64(kStartUnix);
-    b.str("hooks");
-    b.str("");                        // python
-    b.varint(2);
-    b.str("/app/train");
-    b.str("--bad-utf8-\xff\xfe");     // exporters must sanitize
-    b.f64(kClockBase);
-    w.chunk(ts::Chunk::Process, p);
+    ts::ProcessRecord p;
+    p.info.pid = 4242;
+    p.info.hostname = "fixture-host";
+    p.info.start_time = kStartUnix;
+    p.info.argv = {"/app/train", "--bad-utf8-\xff\xfe"};  // exporters must sanitize
+    p.clock_base = kClockBase;
+    w.record(ts::Chunk::Process, p);
   }
 
   std::mt19937_64 rng(seed);
@@ -130,52 +129,29 @@ int main(int argc, char **argv) {
   uint64_t made = 0;
   while (made < n_events) {
     // One writer pass: the PASS chunk, new stacks, then one chunk per thread.
-    std::vector<uint8_t> pp;
-    ts::ByteWriter(pp).u64(t);
-    w.chunk(ts::Chunk::Pass, pp);
+    w.record(ts::Chunk::Pass, ts::PassRecord{t});
     if (stacks_written < kStacks) {
-      std::vector<uint8_t> p;
-      ts::ByteWriter b(p);
-      b.varint(kStacks);
+      ts::StacksRecord st;
       for (int s = 1; s <= kStacks; ++s) {
-        b.varint(static_cast<uint64_t>(s));
-        b.varint(static_cast<uint64_t>(depth_of(s)));
-        uint64_t prev = 0;
-        for (int k = 0; k < depth_of(s); ++k) {
-          b.svarint(static_cast<int64_t>(ip_of(s, k) - prev));
-          prev = ip_of(s, k);
-        }
+        std::vector<uint64_t> ips;
+        for (int k = 0; k < depth_of(s); ++k) ips.push_back(ip_of(s, k));
+        st.stacks.emplace_back(static_cast<StackId>(s), std::move(ips));
       }
-      w.chunk(ts::Chunk::Stacks, p);
+      w.record(ts::Chunk::Stacks, st);
       stacks_written = kStacks;
       // Python stacks 1..kPyStacks (layout of history_writer.cpp's
       // append_new_python_stacks): interned strings, then (fn, file, line).
-      std::vector<uint8_t> q;
-      ts::ByteWriter y(q);
-      y.varint(4);
-      y.varint(1);
-      y.str("train_step");
-      y.varint(2);
-      y.str("/app/train.py");
-      y.varint(3);
-      y.str("<module>");
-      y.varint(4);
-      y.str("Model.forward");
-      y.varint(kPyStacks);
-      for (int k = 1; k <= kPyStacks; ++k) {
-        y.varint(static_cast<uint64_t>(k));
-        y.varint(3);
-        y.varint(4);  // Model.forward, innermost
-        y.varint(2);
-        y.varint(static_cast<uint64_t>(10 * k));
-        y.varint(1);  // train_step
-        y.varint(2);
-        y.varint(50);
-        y.varint(3);  // <module>
-        y.varint(2);
-        y.varint(99);
-      }
-      w.chunk(ts::Chunk::PyStacks, q);
+      ts::PyStacksRecord py;
+      py.strings = {{1, "train_step"}, {2, "/app/train.py"}, {3, "<module>"}, {4, "Model.forward"}};
+      for (int k = 1; k <= kPyStacks; ++k)
+        py.stacks.push_back({static_cast<PyStackId>(k),
+                             {{4, 2, static_cast<uint32_t>(10 * k)},  // Model.forward, innermost
+                              {1, 2, 50},                             // train_step
+                              {3, 2, 99}}});                          // <module>
+      w.record(ts::Chunk::PyStacks, py);
+      // The labels of the marks below (ids 1..3), one not valid UTF-8.
+      w.record(ts::Chunk::Labels,
+               ts::LabelsRecord{{{1, "epoch start"}, {2, "validation \"<b>\""}, {3, "ckpt-\xff"}}});
     }
     std::vector<Event> per_tid[3];
     uint64_t in_pass = std::min<uint64_t>(kEventsPerPass, n_events - made);
@@ -308,21 +284,7 @@ int main(int argc, char **argv) {
       }
       per_tid[th].push_back(e);
     }
-    for (int th = 0; th < 3; ++th) {
-      if (per_tid[th].empty()) continue;
-      std::vector<uint8_t> body;
-      ts::ByteWriter b(body);
-      ts::CodecState st;
-      st.reset(per_tid[th].front().time_ns);
-      for (const Event &e : per_tid[th]) ts::encode_event(b, st, e);
-      std::vector<uint8_t> p;
-      ts::ByteWriter h(p);
-      h.u32(kTids[th]);
-      h.u64(per_tid[th].front().time_ns);
-      h.varint(per_tid[th].size());
-      p.insert(p.end(), body.begin(), body.end());
-      w.chunk(ts::Chunk::Events, p);
-    }
+    for (int th = 0; th < 3; ++th) w.events(kTids[th], per_tid[th]);
   }
 
   if (truncate) {
@@ -333,65 +295,40 @@ int main(int argc, char **argv) {
     w.out.insert(w.out.end(), tail.begin(), tail.begin() + 40);
   } else {
     if (symbols) {
-      std::vector<uint8_t> p;
-      ts::ByteWriter b(p);
-      uint64_t n = 0;
-      for (int s = 1; s <= kStacks; ++s) n += static_cast<uint64_t>(depth_of(s));
-      b.varint(n);
+      ts::SymbolsRecord sym;
+      auto add = [&](uint64_t ip, std::vector<NativeFrame> frames) {
+        for (auto &fr : frames) fr.address = ip;
+        sym.ips.emplace_back(ip, std::move(frames));
+      };
       for (int s = 1; s <= kStacks; ++s) {
         for (int k = 0; k < depth_of(s); ++k) {
-          b.varint(ip_of(s, k));
+          uint64_t ip = ip_of(s, k);
           if (k == 0) {
-            b.varint(1);
-            b.str("torchseal::hooks::cudaMalloc");
-            b.str("shim/runtime_hooks.cpp");
-            b.varint(120);
-            b.str("/usr/lib/torchseal/libtorchseal.so");
+            add(ip, {{"torchseal::hooks::cudaMalloc", "shim/runtime_hooks.cpp", 120,
+                      "/usr/lib/torchseal/libtorchseal.so"}});
           } else if (k == 1) {
-            b.varint(1);
-            b.str("cudart::mallocInternal");
-            b.str("");
-            b.varint(0);
-            b.str("/usr/local/cuda/lib64/libcudart.so.13");
+            add(ip, {{"cudart::mallocInternal", "", 0, "/usr/local/cuda/lib64/libcudart.so.13"}});
           } else if (k == 2) {
-            b.varint(1);
-            b.str("cudaMalloc");
-            b.str("");
-            b.varint(0);
-            b.str("/usr/local/cuda/lib64/libcudart.so.13");
+            add(ip, {{"cudaMalloc", "", 0, "/usr/local/cuda/lib64/libcudart.so.13"}});
           } else if (k == 3 && s % 3 == 0) {
             // An inlined call: two levels for one IP.
-            b.varint(2);
-            b.str("inlined_helper<float>(int)");
-            b.str("/app/src/helpers.h");
-            b.varint(static_cast<uint64_t>(10 + s));
-            b.str("/app/train");
-            b.str("layer_" + std::to_string(s) + "::forward()");
-            b.str("/app/src/layers.cpp");
-            b.varint(static_cast<uint64_t>(100 + s));
-            b.str("/app/train");
+            add(ip, {{"inlined_helper<float>(int)", "/app/src/helpers.h", 10 + s, "/app/train"},
+                     {"layer_" + std::to_string(s) + "::forward()", "/app/src/layers.cpp", 100 + s,
+                      "/app/train"}});
           } else {
-            b.varint(1);
             // Shared outer frames (main, train_loop) so frame dicts repeat.
             std::string fn = k == depth_of(s) - 1 ? "main"
                              : k == depth_of(s) - 2 ? "train_loop(Config const&)"
                                                     : "fn_" + std::to_string(s) + "_" +
                                                           std::to_string(k) + "(\xc3\xa9)";
-            b.str(fn);
-            b.str(k == depth_of(s) - 1 ? "/app/src/main.cpp" : "/app/src/model.cpp");
-            b.varint(static_cast<uint64_t>(k * 10 + s));
-            b.str("/app/train");
+            add(ip, {{fn, k == depth_of(s) - 1 ? "/app/src/main.cpp" : "/app/src/model.cpp",
+                      k * 10 + s, "/app/train"}});
           }
         }
       }
-      w.chunk(ts::Chunk::Symbols, p);
+      w.record(ts::Chunk::Symbols, sym);
     }
-    std::vector<uint8_t> p;
-    ts::ByteWriter b(p);
-    b.f64(kClockBase + static_cast<double>(t) / 1e9);
-    b.varint(made);
-    b.u8(1);
-    w.chunk(ts::Chunk::End, p);
+    w.record(ts::Chunk::End, ts::EndRecord{kClockBase + static_cast<double>(t) / 1e9, made, true, 0});
   }
   w.flush();
   if (std::fclose(f) != 0) {

@@ -1,4 +1,5 @@
-// libFuzzer target: the .tseal history reader (report/input/history_reader.h)
+// libFuzzer target: the .tseal history reader (report/input/history_reader.h) and
+// the replay of what it reads (report/replay/)
 // on a file holding the fuzz input. An untrusted history must never crash
 // the reader, read out of bounds or allocate without bound; damage ends the
 // read with a warning. Both the streaming reader and the replay into an
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "report/input/history_reader.h"
+#include "report/replay/analysis_replay.h"
 
 namespace {
 // Never destroyed: the atexit cleanup below runs after static destructors.

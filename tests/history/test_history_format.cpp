@@ -10,8 +10,10 @@
 #include <string>
 
 #include "report/format/event_codec.h"
+#include "report/format/records.h"
 #include "report/format/tseal_format.h"
 #include "report/input/history_reader.h"
+#include "report/replay/analysis_replay.h"
 
 using namespace torchseal;
 using namespace torchseal::tseal;
@@ -62,49 +64,23 @@ std::vector<Event> random_events(size_t n, uint64_t seed) {
 std::vector<uint8_t> make_file(const std::vector<Event> &events, bool with_end) {
   std::vector<uint8_t> out;
   append_file_header(out);
-  std::vector<uint8_t> p;
-  ByteWriter w(p);
-  w.u64(4242);
-  w.svarint(-1);
-  w.str("host");
-  w.f64(1.7e9);
-  w.str("hooks");
-  w.str("");
-  w.varint(1);
-  w.str("./prog");
-  w.f64(1.7e9);
-  append_chunk(out, Chunk::Process, p);
-  // stacks 1..50
-  p.clear();
-  w.varint(50);
-  for (uint32_t id = 1; id <= 50; ++id) {
-    w.varint(id);
-    w.varint(2);
-    w.svarint(0x401000 + id);
-    w.svarint(16);
-  }
-  append_chunk(out, Chunk::Stacks, p);
+  ProcessRecord proc;
+  proc.info.pid = 4242;
+  proc.info.hostname = "host";
+  proc.info.start_time = 1.7e9;
+  proc.info.argv = {"./prog"};
+  proc.clock_base = 1.7e9;
+  append_record(out, Chunk::Process, proc);
+  StacksRecord stacks;
+  for (uint32_t id = 1; id <= 50; ++id) stacks.stacks.push_back({id, {0x401000 + id, 0x401010 + id}});
+  append_record(out, Chunk::Stacks, stacks);
   for (size_t start = 0; start < events.size(); start += 1000) {
-    p.clear();
-    w.u64(events[start].time_ns);
-    append_chunk(out, Chunk::Pass, p);
-    p.clear();
+    append_record(out, Chunk::Pass, PassRecord{events[start].time_ns});
     size_t end = std::min(events.size(), start + 1000);
-    w.u32(77);
-    w.u64(events[start].time_ns);
-    w.varint(end - start);
-    CodecState st;
-    st.reset(events[start].time_ns);
-    for (size_t i = start; i < end; ++i) encode_event(w, st, events[i]);
-    append_chunk(out, Chunk::Events, p);
+    append_events_chunk(out, 77, std::vector<Event>(events.begin() + static_cast<long>(start),
+                                                    events.begin() + static_cast<long>(end)));
   }
-  if (with_end) {
-    p.clear();
-    w.f64(1.7e9 + 5);
-    w.varint(events.size());
-    w.u8(1);
-    append_chunk(out, Chunk::End, p);
-  }
+  if (with_end) append_record(out, Chunk::End, EndRecord{1.7e9 + 5, events.size(), true, 0});
   return out;
 }
 
@@ -287,5 +263,44 @@ TEST_CASE("replay rebuilds live state, OOMs, teardown and steps") {
   CHECK(teardown == 2);  // 0x2000 and the VMM handle
   CHECK(exit_live == 1);  // the pinned buffer allocated after the reset
   CHECK(in.peak_bytes == 200 + (2u << 20));  // 0x2000 plus the VMM handle
+  unlink(path.c_str());
+}
+
+TEST_CASE("a file from a crash, with the old flag-less End, still reads") {
+  auto events = random_events(500, 17);
+  auto bytes = make_file(events, false);
+  // The End chunk crash paths wrote before the shapes were unified: f64 end
+  // time 1.7e9, varint events (500 = 0xf4 0x03), u8 0 (not clean), no flags.
+  const std::vector<uint8_t> old_end = {0x00, 0x00, 0x00, 0x40, 0xfc, 0x54, 0xd9, 0x41, 0xf4, 0x03, 0x00};
+  append_chunk(bytes, Chunk::End, old_end);
+  std::string path = temp_path("old-crash.tseal");
+  write_file(path, bytes);
+  Collect c;
+  std::string error;
+  std::vector<std::string> warnings;
+  HistoryReadStats stats;
+  REQUIRE(read_history(path, c, error, warnings, &stats));
+  CHECK(c.events.size() == events.size());
+  CHECK_FALSE(stats.clean_end);
+  REQUIRE(warnings.size() == 1);
+  CHECK(warnings[0].find("no clean end") != std::string::npos);
+  unlink(path.c_str());
+}
+
+TEST_CASE("a chunk type newer than the reader is skipped, not taken for damage") {
+  auto events = random_events(500, 19);
+  auto bytes = make_file(events, false);
+  append_chunk(bytes, static_cast<Chunk>(kLastChunk + 1), {1, 2, 3});
+  append_record(bytes, Chunk::End, EndRecord{1.7e9, events.size(), true, 0});
+  std::string path = temp_path("newer.tseal");
+  write_file(path, bytes);
+  Collect c;
+  std::string error;
+  std::vector<std::string> warnings;
+  HistoryReadStats stats;
+  REQUIRE(read_history(path, c, error, warnings, &stats));
+  CHECK(warnings.empty());
+  CHECK(stats.clean_end);
+  CHECK(c.events.size() == events.size());
   unlink(path.c_str());
 }

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "report/format/event_codec.h"
+#include "report/format/records.h"
 #include "report/format/tseal_format.h"
 #include "report/model/event.h"
 
@@ -65,8 +65,13 @@ std::vector<uint64_t> stack_ips(int s) {  // s in [0, kStacks)
 class Out {
  public:
   explicit Out(std::FILE *f) : f_(f) { ts::append_file_header(buf_); }
-  void chunk(ts::Chunk type, const std::vector<uint8_t> &payload) {
-    ts::append_chunk(buf_, type, payload);
+  template <typename Record>
+  void record(ts::Chunk type, const Record &rec) {
+    ts::append_record(buf_, type, rec);
+    if (buf_.size() > (1u << 20)) flush();
+  }
+  void events(uint32_t tid, const std::vector<Event> &ev) {
+    ts::append_events_chunk(buf_, tid, ev);
     if (buf_.size() > (1u << 20)) flush();
   }
   bool flush() {
@@ -81,57 +86,26 @@ class Out {
 };
 
 void write_header_chunks(Out &out) {
-  std::vector<uint8_t> p;
-  ts::ByteWriter b(p);
-  b.u64(4242);
-  b.svarint(-1);
-  b.str("churn-host");
-  b.f64(kClockBase + 999.0);
-  b.str("hooks");
-  b.str("");
-  b.varint(1);
-  b.str("/opt/models/train");
-  b.f64(kClockBase);
-  out.chunk(ts::Chunk::Process, p);
-
-  p.clear();
-  b.varint(1);
-  b.str(kModule);
-  b.u64(0);
-  b.u64(0x400000);
-  b.u64(0x500000);
-  b.str("");
-  out.chunk(ts::Chunk::Modules, p);
-
-  p.clear();
-  b.varint(kStacks);
-  for (int s = 0; s < kStacks; ++s) {
-    std::vector<uint64_t> ips = stack_ips(s);
-    b.varint(static_cast<uint64_t>(s + 1));
-    b.varint(ips.size());
-    uint64_t prev = 0;
-    for (uint64_t ip : ips) {
-      b.svarint(static_cast<int64_t>(ip - prev));
-      prev = ip;
-    }
-  }
-  out.chunk(ts::Chunk::Stacks, p);
+  ts::ProcessRecord proc;
+  proc.info.pid = 4242;
+  proc.info.hostname = "churn-host";
+  proc.info.start_time = kClockBase + 999.0;
+  proc.info.argv = {"/opt/models/train"};
+  proc.clock_base = kClockBase;
+  out.record(ts::Chunk::Process, proc);
+  out.record(ts::Chunk::Modules, ts::ModulesRecord{{{kModule, 0, 0x400000, 0x500000, ""}}});
+  ts::StacksRecord stacks;
+  for (int s = 0; s < kStacks; ++s) stacks.stacks.emplace_back(static_cast<StackId>(s + 1), stack_ips(s));
+  out.record(ts::Chunk::Stacks, stacks);
 }
 
-void symbol(ts::ByteWriter &b, uint64_t ip, const std::string &fn, const std::string &file,
+void symbol(ts::SymbolsRecord &rec, uint64_t ip, const std::string &fn, const std::string &file,
             int line, const std::string &module) {
-  b.varint(ip);
-  b.varint(1);
-  b.str(fn);
-  b.str(file);
-  b.varint(static_cast<uint64_t>(line));
-  b.str(module);
+  rec.ips.push_back({ip, {{fn, file, line, module, ip}}});
 }
 
 void write_symbols(Out &out) {
-  std::vector<uint8_t> p;
-  ts::ByteWriter b(p);
-  b.varint(3 + kPaths);
+  ts::SymbolsRecord b;
   symbol(b, kApiIp, "cudaMalloc", "", 0, "/usr/local/cuda/lib64/libcudart.so.12");
   symbol(b, kLayerIp,
          "models::transformer::DecoderLayer<float, 128>::forward(models::Tensor const&, "
@@ -143,7 +117,7 @@ void write_symbols(Out &out) {
            "models::ops::workspace_for_kernel_" + std::to_string(i) +
                "(models::Shape const&, models::DeviceBuffer&)",
            "/opt/models/src/ops/workspace_" + std::to_string(i) + ".cpp", 30 + i, kModule);
-  out.chunk(ts::Chunk::Symbols, p);
+  out.record(ts::Chunk::Symbols, b);
 }
 
 }  // namespace
@@ -169,18 +143,8 @@ int main(int argc, char **argv) {
   std::deque<uint64_t> fifo;
   auto write_pass = [&] {
     if (pass.empty()) return;
-    std::vector<uint8_t> p;
-    ts::ByteWriter b(p);
-    b.u64(pass.front().time_ns);
-    out.chunk(ts::Chunk::Pass, p);
-    p.clear();
-    b.u32(4242);
-    b.u64(pass.front().time_ns);
-    b.varint(pass.size());
-    ts::CodecState st;
-    st.reset(pass.front().time_ns);
-    for (const Event &x : pass) ts::encode_event(b, st, x);
-    out.chunk(ts::Chunk::Events, p);
+    out.record(ts::Chunk::Pass, ts::PassRecord{pass.front().time_ns});
+    out.events(4242, pass);
     pass.clear();
   };
   auto push = [&](const Event &e) {
@@ -238,12 +202,7 @@ int main(int argc, char **argv) {
   }
   write_pass();
   write_symbols(out);
-  std::vector<uint8_t> p;
-  ts::ByteWriter b(p);
-  b.f64(kClockBase + static_cast<double>(t) / 1e9);
-  b.varint(made);
-  b.u8(1);
-  out.chunk(ts::Chunk::End, p);
+  out.record(ts::Chunk::End, ts::EndRecord{kClockBase + static_cast<double>(t) / 1e9, made, true, 0});
   if (!out.flush() || std::fclose(f) != 0) {
     std::perror(argv[1]);
     return 1;

@@ -1,0 +1,84 @@
+// The one replay of a history's event stream. It owns the live state (what
+// is allocated, by address; VMM handles, by handle) with the recorder's rules
+// (shim/core/recorder.cpp): an allocation at a live address replaces the old one
+// (reused without a recorded free), a free of an unknown address changes
+// nothing, and a teardown ends the allocations of its context (else of its
+// device, else of every device). Consumers (the analysis input, Perfetto,
+// the HTML timeline, memory_viz) observe the changes instead of each keeping
+// its own tables.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "report/input/history_reader.h"
+#include "report/model/event.h"
+
+namespace torchseal {
+
+struct ReplayRecord {
+  Event alloc;       // the allocating event (address, size, stacks, device, context, thread)
+  uint64_t tag = 0;  // the observer's own value for this allocation (on_alloc)
+};
+
+class Replay;
+
+// Metadata callbacks (HistorySink's) reach the observer unchanged.
+class ReplayObserver : public HistorySink {
+ public:
+  // Only events this returns true for are replayed (e.g. up to a time).
+  virtual bool wants(const Event &) { return true; }
+  // Every replayed event, before the live state changes.
+  void on_event(const Event &) override {}
+  // `e` allocated; the returned tag is kept with the record.
+  virtual uint64_t on_alloc(const Event & /*e*/) { return 0; }
+  // `r` stops being live because of `e`: its Free, a new allocation at the
+  // same address (reused without a recorded free), or a teardown.
+  virtual void on_release(const Event & /*e*/, const ReplayRecord & /*r*/) {}
+  // A teardown ends `dying` (in table order; sort for a stable output).
+  // By default, one on_release each.
+  virtual void on_teardown(const Event &e, const std::vector<const ReplayRecord *> &dying) {
+    for (const ReplayRecord *r : dying) on_release(e, *r);
+  }
+
+ protected:
+  friend class Replay;
+  const Replay *replay_ = nullptr;  // the replay feeding this observer, for its live state
+};
+
+class Replay final : public HistorySink {
+ public:
+  explicit Replay(ReplayObserver &obs) : obs_(obs) { obs.replay_ = this; }
+  ~Replay() override { obs_.replay_ = nullptr; }
+
+  void on_process(const ProcessInfo &p, double clock_base) override { obs_.on_process(p, clock_base); }
+  void on_modules(const std::vector<Module> &m) override { obs_.on_modules(m); }
+  void on_stack(StackId id, std::vector<uint64_t> &&ips) override { obs_.on_stack(id, std::move(ips)); }
+  void on_pystack(PyStackId id, std::vector<PyFrame> &&f) override { obs_.on_pystack(id, std::move(f)); }
+  void on_symbol(uint64_t ip, std::vector<NativeFrame> &&f) override { obs_.on_symbol(ip, std::move(f)); }
+  void on_label(uint32_t id, std::string &&label) override;
+  void on_end(double t, uint64_t n, bool clean) override { obs_.on_end(t, n, clean); }
+  void on_exit_flags(uint8_t flags) override { obs_.on_exit_flags(flags); }
+  void on_event(const Event &e) override;
+
+  // Every live record, pointers first, then VMM handles (table order).
+  void for_each_live(const std::function<void(const ReplayRecord &)> &fn) const;
+  uint64_t live_bytes() const { return live_bytes_; }
+  // The label of a Mark event (its `size`); "#id" if the file lacks it.
+  std::string label(uint64_t id) const;
+
+ private:
+  using Table = std::unordered_map<uint64_t, ReplayRecord>;
+  Table &table(Family f) { return f == Family::Vmm ? vmm_ : ptrs_; }
+  void teardown(const Event &e);
+
+  ReplayObserver &obs_;
+  Table ptrs_, vmm_;
+  uint64_t live_bytes_ = 0;
+  std::unordered_map<uint32_t, std::string> labels_;
+};
+
+}  // namespace torchseal
