@@ -28,18 +28,24 @@ report_srcs="model/event.cpp format/event_codec.cpp format/tseal_format.cpp form
   input/history_reader.cpp replay/replay.cpp replay/analysis_replay.cpp input/module_map.cpp
   render/report_json.cpp analysis/analysis.cpp analysis/site.cpp input/symbolizer.cpp
   input/elf_symtab.cpp analysis/growth.cpp analysis/hints.cpp analysis/suppressions.cpp"
+# An object is rebuilt when its source or any of our headers is newer (a
+# header change alone must not leave objects of two layouts linked together).
+stale() {
+  [ ! -f "$2" ] || [ "$1" -nt "$2" ] ||
+    [ -n "$(find "$root/report" "$root/shim" -name '*.h' -newer "$2" -print -quit)" ]
+}
 objs=""
 for s in $report_srcs; do
   o="$out/obj/$(echo "$s" | tr / _).o"
-  if [ ! -f "$o" ] || [ "$root/report/$s" -nt "$o" ]; then
+  if stale "$root/report/$s" "$o"; then
     $cxx $flags -fsanitize=fuzzer-no-link -DTORCHSEAL_HAVE_LIBDW=0 $inc -c "$root/report/$s" -o "$o"
   fi
   objs="$objs $o"
 done
 shim_objs=""
-for s in runtime/output_path.cpp runtime/config.cpp runtime/log.cpp; do
+for s in runtime/output_path.cpp runtime/config.cpp runtime/log.cpp runtime/settings.cpp; do
   o="$out/obj/shim_$(echo "$s" | tr / _).o"
-  if [ ! -f "$o" ] || [ "$root/shim/$s" -nt "$o" ]; then
+  if stale "$root/shim/$s" "$o"; then
     $cxx $flags -fsanitize=fuzzer-no-link $inc -c "$root/shim/$s" -o "$o"
   fi
   shim_objs="$shim_objs $o"
