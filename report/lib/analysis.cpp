@@ -6,6 +6,7 @@
 #include <set>
 #include <tuple>
 
+#include "hints.h"
 #include "site.h"
 #include "suppressions.h"
 
@@ -133,6 +134,12 @@ Report analyze(const AnalysisInput &in, Symbolizer &symbolizer, const AnalysisOp
     e.frames = sites.native_frames(o.stack);
     e.python_frames = sites.python_frames(o.pystack);
     e.top_sites = top_sites(o.live_at_oom, sites, opts.oom_top_sites);
+    // The failed request's own stack first; else what filled the device,
+    // largest first.
+    e.hint = find_hint(e.python_frames);
+    for (size_t i = 0; !e.hint && i < e.top_sites.size(); ++i) {
+      e.hint = find_hint(e.top_sites[i].python_frames);
+    }
     r.ooms.push_back(std::move(e));
   }
 
@@ -151,6 +158,7 @@ Report analyze(const AnalysisInput &in, Symbolizer &symbolizer, const AnalysisOp
       return opts.is_suppressed(g.frames, g.python_frames);
     });
   }
+  for (GrowthEntry &g : r.growth) g.hint = find_hint(g.python_frames);
   return r;
 }
 

@@ -26,7 +26,7 @@ inc="-I$root/report -I$root/report/lib -I$root/shim -isystem $cuda_inc"
 # Small compile lists: each target gets only what it calls.
 report_srcs="model/event.cpp format/event_codec.cpp format/tseal_format.cpp lib/history_reader.cpp
   lib/module_map.cpp lib/report_json.cpp lib/analysis.cpp lib/site.cpp lib/symbolizer.cpp
-  lib/elf_symtab.cpp lib/growth.cpp lib/hints.cpp lib/suppressions.cpp"
+  lib/elf_symtab.cpp lib/growth.cpp lib/hints.cpp lib/shown_frames.cpp lib/suppressions.cpp"
 objs=""
 for s in $report_srcs; do
   o="$out/obj/$(echo "$s" | tr / _).o"

@@ -213,6 +213,35 @@ def describe(entry):
             f"{entry.get('bytes_per_step', entry.get('bytes'))} B/step r={entry.get('r')} [{top}]")
 
 
+def first_frames(txt_path, header):
+    """The first frame line under each P.txt block whose header starts with `header`."""
+    with open(txt_path) as f:
+        lines = f.read().splitlines()
+    return [lines[i + 1].strip() for i, line in enumerate(lines[:-1]) if line.startswith(header)]
+
+
+def check_user_frame_first(report, txt_path, pattern, mode):
+    """P.txt shows a growing site's user line (examples/python/torch/*.py)
+    first, not the allocator, and folds the interpreter and torch frames."""
+    firsts = first_frames(txt_path, "Growing site")
+    growth = report.get("growth") or []
+    check(len(firsts) == len(growth), f"{pattern} leaky: one P.txt block per growth entry ({mode})")
+    user = [(g, line) for g, line in zip(growth, firsts)
+            if any(os.path.dirname(f.get("file") or "") == EXAMPLES
+                   for f in g.get("python_frames") or [])]
+    for g, line in user:
+        check(line.startswith("#py") and f" {EXAMPLES}/" in line and ".py:" in line,
+              f"{pattern} leaky: the first frame in P.txt is the user's line, got {line!r} ({mode})")
+    if user:
+        with open(txt_path) as f:
+            check("interpreter/framework frames folded" in f.read(),
+                  f"{pattern} leaky: P.txt folds interpreter and framework frames ({mode})")
+    for g in growth:
+        h = g.get("hint", "absent")
+        check(h is None or (isinstance(h, dict) and set(h) == {"kind", "message", "file", "line"}),
+              f"{pattern} leaky: growth hint is null or {{kind, message, file, line}}: {h!r}")
+
+
 def scenario_pattern(pattern, mode):
     py = prerequisites()
     script = os.path.join(EXAMPLES, pattern + ".py")
@@ -250,6 +279,7 @@ def scenario_pattern(pattern, mode):
                             if fn in ranges and ranges[fn][0] <= l <= ranges[fn][1]]
                 check(bool(in_leaky), f"{pattern} leaky: the growth's Python line {sorted(lines)} "
                       f"is in {LEAKY_FUNCS[pattern]}")
+            check_user_frame_first(r, os.path.join(tmp, "leaky.txt"), pattern, mode)
             if pattern == "oom_retry":
                 check(bool(r.get("ooms")), f"{pattern} leaky: the OOM is reported ({mode})")
         if "fixed" in reports:
