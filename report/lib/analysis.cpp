@@ -134,12 +134,9 @@ Report analyze(const AnalysisInput &in, Symbolizer &symbolizer, const AnalysisOp
     e.frames = sites.native_frames(o.stack);
     e.python_frames = sites.python_frames(o.pystack);
     e.top_sites = top_sites(o.live_at_oom, sites, opts.oom_top_sites);
-    // The failed request's own stack first; else what filled the device,
-    // largest first.
+    // From the failed request's own stack only: a rule matched on whatever
+    // happened to fill the device (a dataset built once) would blame it.
     e.hint = find_hint(e.python_frames);
-    for (size_t i = 0; !e.hint && i < e.top_sites.size(); ++i) {
-      e.hint = find_hint(e.top_sites[i].python_frames);
-    }
     r.ooms.push_back(std::move(e));
   }
 

@@ -3,6 +3,7 @@
 #include "shown_frames.h"
 #include "site_match.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 
@@ -98,16 +99,23 @@ std::string site_where(const std::vector<NativeFrame> &frames, const std::vector
 // Each cause once (several growing sites and OOMs often share one), with the
 // sites it explains.
 std::string hints_section(const Report &r) {
-  std::vector<std::pair<const Hint *, std::vector<std::string>>> causes;
+  // Per cause: its sites in report order, each with how often it occurs
+  // (repeated OOMs at one line are one site).
+  using Sites = std::vector<std::pair<std::string, size_t>>;
+  std::vector<std::pair<const Hint *, Sites>> causes;
   auto add = [&](const std::optional<Hint> &h, std::string site) {
     if (!h) return;
-    for (auto &[hint, sites] : causes) {
-      if (*hint == *h) {
-        sites.push_back(std::move(site));
-        return;
-      }
+    auto cause = std::find_if(causes.begin(), causes.end(),
+                              [&](const auto &c) { return *c.first == *h; });
+    if (cause == causes.end()) cause = causes.insert(causes.end(), {&*h, {}});
+    Sites &sites = cause->second;
+    auto same = std::find_if(sites.begin(), sites.end(),
+                             [&](const auto &s) { return s.first == site; });
+    if (same == sites.end()) {
+      sites.emplace_back(std::move(site), 1);
+    } else {
+      ++same->second;
     }
-    causes.push_back({&*h, {std::move(site)}});
   };
   for (const GrowthEntry &g : r.growth) {
     add(g.hint, "growing site at " + site_where(g.frames, g.python_frames));
@@ -117,7 +125,10 @@ std::string hints_section(const Report &r) {
   std::string out = "\nLikely cause" + std::string(causes.size() == 1 ? "" : "s") + ":\n";
   for (const auto &[hint, sites] : causes) {
     out += "  hint: " + clean(hint->message) + "\n    for ";
-    for (size_t i = 0; i < sites.size(); ++i) out += (i ? ", " : "") + sites[i];
+    for (size_t i = 0; i < sites.size(); ++i) {
+      out += (i ? ", " : "") + sites[i].first;
+      if (sites[i].second > 1) out += " (" + std::to_string(sites[i].second) + " times)";
+    }
     out += "\n";
   }
   return out;

@@ -186,6 +186,7 @@ TEST_CASE("text report: each hint once, with the sites it explains", "[frames][t
   o.python_frames = {{"step", "/home/me/train.py", 25}};
   o.hint = Hint{"exception-frame", "retry after leaving the except block", "/home/me/train.py", 27};
   r.ooms.push_back(o);
+  r.ooms.push_back(o);  // the retry failed the same way: one site, twice
   std::string text = report_to_text(r);
   std::vector<std::string> hints;
   for (const std::string &l : lines(text)) {
@@ -195,5 +196,5 @@ TEST_CASE("text report: each hint once, with the sites it explains", "[frames][t
   CHECK(hints[0] == "  hint: " + h.message);
   CHECK(text.find("    for growing site at forward (model.py:12), growing site at backward_hook "
                   "(model.py:44)\n") != std::string::npos);
-  CHECK(text.find("    for OOM at step (train.py:25)\n") != std::string::npos);
+  CHECK(text.find("    for OOM at step (train.py:25) (2 times)\n") != std::string::npos);
 }
