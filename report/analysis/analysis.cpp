@@ -133,6 +133,9 @@ Report analyze(const AnalysisInput &in, Symbolizer &symbolizer, const AnalysisOp
     e.frames = sites.native_frames(o.stack);
     e.python_frames = sites.python_frames(o.pystack);
     e.top_sites = top_sites(o.live_at_oom, sites, opts.oom_top_sites);
+    // From the failed request's own stack only: a rule matched on whatever
+    // happened to fill the device (a dataset built once) would blame it.
+    e.hint = find_hint(e.python_frames);
     r.ooms.push_back(std::move(e));
   }
 
@@ -152,6 +155,7 @@ Report analyze(const AnalysisInput &in, Symbolizer &symbolizer, const AnalysisOp
       return opts.is_suppressed(g.frames, g.python_frames);
     });
   }
+  for (GrowthEntry &g : r.growth) g.hint = find_hint(g.python_frames);
   return r;
 }
 

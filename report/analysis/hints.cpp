@@ -11,6 +11,8 @@
 #include <system_error>
 #include <unordered_map>
 
+#include "report/analysis/shown_frames.h"
+
 namespace torchseal {
 namespace {
 
@@ -62,7 +64,7 @@ constexpr RuleSpec kRules[] = {
      "allocated while handling an exception (`{code}` at {where}): the exception's traceback "
      "pins the failed attempt's tensors (OOM-retry pattern); retry after leaving the `except` "
      "block and do not keep the exception object"},
-    {"append-at-allocation", Scope::Line,
+    {"tensor-append", Scope::Line,
      R"(\.(?:append|extend)\()" TS_NOT_DETACHED R"((?!\s*(?:float|int|str|len|round|bool)\())",
      nullptr, nullptr, 0,
      "`{code}` ({where}) appends a tensor to a list every step, keeping its memory (and its "
@@ -86,7 +88,7 @@ constexpr RuleSpec kRules[] = {
      nullptr, nullptr, 2,
      "`{code}` ({where}) keeps every step's autograd graph alive; accumulate `loss.item()` (or "
      "`loss.detach()`) instead"},
-    {"append-tensor", Scope::Function,
+    {"tensor-append", Scope::Function,
      R"(\.(?:append|extend)\(\s*)" TS_NOT_DETACHED "(" TS_TENSORISH R"()\s*[)\[,(])", nullptr,
      nullptr, 1,
      "`{code}` ({where}) appends a tensor to a list every step, keeping its memory (and its "
@@ -118,15 +120,6 @@ const std::vector<Rule> &rules() {
     return v;
   }();
   return *compiled;
-}
-
-// Installed packages and the standard library are not where a user fixes a
-// leak, and their code is full of `.append(` that means nothing here.
-bool is_library_file(const std::string &file) {
-  if (file.empty() || file[0] == '<') return true;  // <frozen ...>, <string>, <stdin>
-  static const std::regex *lib =  // never destroyed (see rules())
-      new std::regex(R"(/(?:site|dist)-packages/|/lib/python[0-9.]*/|/lib64/python[0-9.]*/)");
-  return std::regex_search(file, *lib);
 }
 
 bool search(const std::string &text, const std::regex &re, std::smatch *m = nullptr) {
@@ -372,9 +365,10 @@ bool unless_holds(const Rule &rule, const UserFrame &self, const std::vector<Use
   return false;
 }
 
-std::string try_rule(const Rule &rule, const UserFrame &u, const std::vector<UserFrame> &all) {
+std::optional<Hint> try_rule(const Rule &rule, const UserFrame &u,
+                             const std::vector<UserFrame> &all) {
   const RuleSpec &spec = *rule.spec;
-  if (rule.function && !search(u.frame->function, *rule.function)) return {};
+  if (rule.function && !search(u.frame->function, *rule.function)) return std::nullopt;
   std::vector<size_t> candidates;
   switch (spec.scope) {
     case Scope::Line: candidates.push_back(u.idx); break;
@@ -392,19 +386,21 @@ std::string try_rule(const Rule &rule, const UserFrame &u, const std::vector<Use
         assigned_plain_value(u, m[size_t(spec.name_group)].str())) {
       continue;
     }
-    if (unless_holds(rule, u, all)) return {};
+    if (unless_holds(rule, u, all)) return std::nullopt;
     const std::string where = basename_of(u.frame->file) + ":" + std::to_string(i + 1);
-    return expand(spec.message, code, where, u.frame->function);
+    return Hint{spec.id, expand(spec.message, code, where, u.frame->function), u.frame->file,
+                int(i + 1)};
   }
-  return {};
+  return std::nullopt;
 }
 
-std::string hint_impl(const std::vector<PythonFrame> &frames) {
+// The name-based rules: the user's source around the site's Python frames.
+std::optional<Hint> source_rules(const HintEvidence &evidence) {
   std::unordered_map<std::string, std::optional<Source>> files;
   std::vector<UserFrame> user;
-  for (const PythonFrame &f : frames) {
+  for (const PythonFrame &f : evidence.python_frames) {
     if (user.size() >= kMaxUserFrames) break;
-    if (f.line <= 0 || is_library_file(f.file)) continue;
+    if (f.line <= 0 || is_installed_python(f.file)) continue;
     auto it = files.find(f.file);
     if (it == files.end()) it = files.emplace(f.file, load_source(f.file)).first;
     if (!it->second || size_t(f.line) > it->second->lines.size()) continue;
@@ -415,24 +411,34 @@ std::string hint_impl(const std::vector<PythonFrame> &frames) {
   // Innermost evidence first: it is closest to the memory that grows.
   for (const UserFrame &u : user) {
     for (const Rule &rule : rules()) {
-      std::string h = try_rule(rule, u, user);
-      if (!h.empty()) return h;
+      if (std::optional<Hint> h = try_rule(rule, u, user)) return h;
     }
   }
-  return {};
+  return std::nullopt;
 }
+
+// Rule families, most direct evidence first: rules on the site's holders (who
+// keeps the memory alive) belong before the source rules, which only guess
+// from names in the code.
+using RuleFamily = std::optional<Hint> (*)(const HintEvidence &);
+constexpr RuleFamily kFamilies[] = {source_rules};
 
 }  // namespace
 
-std::string hint_for(const std::vector<PythonFrame> &python_frames) {
+std::optional<Hint> find_hint(const HintEvidence &evidence) {
   try {
-    return hint_impl(python_frames);
+    for (RuleFamily family : kFamilies) {
+      if (std::optional<Hint> h = family(evidence)) return h;
+    }
   } catch (...) {
     // A hint is a nicety; no input may take the report down with it.
-    return {};
   }
+  return std::nullopt;
 }
 
-std::string hint_for(const GrowthEntry &entry) { return hint_for(entry.python_frames); }
+std::optional<Hint> find_hint(const std::vector<PythonFrame> &python_frames,
+                              const std::vector<Holder> &holders) {
+  return find_hint(HintEvidence{python_frames, holders});
+}
 
 }  // namespace torchseal

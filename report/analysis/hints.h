@@ -1,5 +1,6 @@
-// Hints (docs/pytorch.md): for a growing site whose Python stack matches a
-// classic PyTorch leak pattern, one line naming the likely cause and fix.
+// Hints (docs/pytorch.md): for a growing site or an OOM whose Python
+// stack matches a classic PyTorch leak pattern, one line naming the likely
+// cause and fix, and the statement that keeps the memory alive.
 //
 // Evidence is the site's Python frames (innermost first) and, where the
 // source file is readable on this machine, the code around them: the
@@ -12,21 +13,30 @@
 //
 // Frames in installed libraries (site-packages, dist-packages, the standard
 // library) are not user code and are never scanned. Missing, unreadable or
-// huge files simply give no evidence. The rules are a table in hints.cpp.
+// huge files simply give no evidence. The rules are a table in hints.cpp,
+// grouped in families (the name-based source rules today; rules on the
+// site's holders take the same evidence).
 #pragma once
 
-#include <string>
+#include <optional>
 #include <vector>
 
+#include "report/model/holder.h"
 #include "report/model/report_model.h"
 
 namespace torchseal {
 
-// One line (no newline, control characters replaced), or empty when no rule
-// matches. Reads source files; never throws.
-std::string hint_for(const GrowthEntry &entry);
+// What a rule may look at for one site. Holders (who keeps the memory alive,
+// largest first) are empty until the holder scanner has run.
+struct HintEvidence {
+  const std::vector<PythonFrame> &python_frames;  // innermost first
+  const std::vector<Holder> &holders;
+};
 
-// The same, from Python frames alone (innermost first).
-std::string hint_for(const std::vector<PythonFrame> &python_frames);
+// The first matching rule's hint, or nullopt. The message is one line (no
+// newline, control characters replaced). Reads source files; never throws.
+std::optional<Hint> find_hint(const HintEvidence &evidence);
+std::optional<Hint> find_hint(const std::vector<PythonFrame> &python_frames,
+                              const std::vector<Holder> &holders = {});
 
 }  // namespace torchseal

@@ -1,5 +1,7 @@
 #include "report/analysis/site_match.h"
 
+#include "report/analysis/shown_frames.h"
+
 #include <algorithm>
 #include <cstdlib>
 #include <map>
@@ -39,12 +41,6 @@ long line_distance(const std::vector<int> &a, const std::vector<int> &b) {
     total += d;
   }
   return total;
-}
-
-bool is_library_python(const std::string &file) {
-  return file.find("site-packages/") != std::string::npos ||
-         file.find("dist-packages/") != std::string::npos ||
-         file.rfind("<frozen", 0) == 0 || file.find("/lib/python3") != std::string::npos;
 }
 
 }  // namespace
@@ -113,8 +109,14 @@ std::vector<long> match_sites(const std::vector<SiteView> &a, const std::vector<
 
 UserFrame user_frame(const std::vector<NativeFrame> &frames,
                      const std::vector<PythonFrame> &python_frames) {
-  for (const PythonFrame &p : python_frames) {
-    if (!p.file.empty() && !is_library_python(p.file)) return {p.function, p.file, p.line};
+  if (long i = user_python_index(python_frames); i >= 0) {
+    const PythonFrame &p = python_frames[size_t(i)];
+    return {p.function, p.file, p.line};
+  }
+  // Only torch's and the standard library's frames: the innermost still says
+  // which Python operation allocated.
+  if (!python_frames.empty() && !python_frames[0].file.empty()) {
+    return {python_frames[0].function, python_frames[0].file, python_frames[0].line};
   }
   for (const NativeFrame &f : frames) {
     // frames[0] is the user's call site by contract; skip only frames that

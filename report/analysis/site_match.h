@@ -46,8 +46,9 @@ std::string site_chain(const SiteView &s);
 std::vector<long> match_sites(const std::vector<SiteView> &a, const std::vector<SiteView> &b);
 
 // "function file:line" of the frame a user should look at: the innermost
-// Python frame outside site-packages/the standard library when there is one,
-// else frames[0]. Empty when the site has no symbols at all.
+// Python frame outside torch's package and the standard library when there
+// is one (user_python_index(), shown_frames.h), else frames[0]. Empty when
+// the site has no symbols at all.
 struct UserFrame {
   std::string function, file;
   int line = 0;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,17 @@ struct NativeFrame {
 };
 
 using PythonFrame = PyFrame;
+
+// A likely cause and fix for a growing site or an OOM (DESIGN.md 9, "hint").
+// file and line name the statement that keeps the memory alive (the
+// `append`, the `+=`, the `except`), not the allocation.
+struct Hint {
+  std::string kind;     // the rule that matched, e.g. "loss-accumulation"
+  std::string message;  // one line
+  std::string file;     // empty = unknown (JSON null)
+  int line = 0;         // 0 = unknown (JSON null)
+  bool operator==(const Hint &) const = default;
+};
 
 struct Overhead {
   uint64_t events = 0;
@@ -58,6 +70,7 @@ struct GrowthEntry {
   std::string api;
   std::vector<NativeFrame> frames;
   std::vector<PythonFrame> python_frames;
+  std::optional<Hint> hint;
 };
 
 struct SiteTotal {
@@ -75,6 +88,7 @@ struct OomEntry {
   std::vector<NativeFrame> frames;
   std::vector<PythonFrame> python_frames;
   std::vector<SiteTotal> top_sites;  // bytes descending
+  std::optional<Hint> hint;
 };
 
 struct InvalidFreeEntry {

@@ -34,14 +34,80 @@ std::string basename(const std::string &p) {
   return s == std::string::npos ? p : p.substr(s + 1);
 }
 
-void add_frame(std::vector<std::pair<std::string, std::string>> &path, const NativeFrame &f) {
+using Path = std::vector<std::pair<std::string, std::string>>;  // (label, where), outermost first
+
+std::pair<std::string, std::string> native_step(const NativeFrame &f) {
   std::string where = f.file.empty() ? basename(f.module) : f.file + ":" + std::to_string(f.line);
   std::string label = f.function;
   if (label.empty()) {
     label = (f.module.empty() ? std::string("??") : basename(f.module)) +
             html_format("@0x%" PRIx64, f.address);
   }
-  path.emplace_back(label, where);
+  return {label, where};
+}
+
+std::pair<std::string, std::string> python_step(const PythonFrame &f) {
+  return {f.function.empty() ? "??" : f.function, f.file + ":" + std::to_string(f.line)};
+}
+
+// Today's layout for native programs: Python frames (none there), then the
+// native stack, outermost first.
+Path plain_path(const LeakEntry &l) {
+  Path path;
+  for (auto it = l.python_frames.rbegin(); it != l.python_frames.rend(); ++it) {
+    path.push_back(python_step(*it));
+  }
+  for (auto it = l.frames.rbegin(); it != l.frames.rend(); ++it) path.push_back(native_step(*it));
+  return path;
+}
+
+// A Python process's stack as one mixed stack, outermost first: the process
+// entry (`_start`, `main`), the interpreter's frames, the Python frames down
+// to the user's innermost one, the framework frames (and torch's Python
+// frames) below it, and the allocation API as the leaf. Runs of interpreter
+// and framework frames are folded (shown_frames.h), as in the text report.
+Path python_path(const LeakEntry &l) {
+  const std::vector<NativeFrame> &nf = l.frames;
+  const std::vector<PythonFrame> &py = l.python_frames;
+  struct Step {
+    std::pair<std::string, std::string> node;
+    bool folded;
+  };
+  std::vector<Step> steps;
+  // outer = the outermost folded frame; Python runs inside the innermost
+  // interpreter frame at or below it.
+  long outer = -1, inner_interp = -1;
+  for (size_t i = 0; i < nf.size(); ++i) {
+    if (is_folded_native(nf[i])) outer = long(i);
+  }
+  for (long i = outer; i >= 0; --i) {
+    if (is_interpreter_native(nf[size_t(i)])) inner_interp = i;
+  }
+  const long python_at = inner_interp >= 0 ? inner_interp : outer + 1;
+  const long user = user_python_index(py);
+  for (long i = long(nf.size()) - 1; i >= python_at; --i) {
+    steps.push_back({native_step(nf[size_t(i)]), is_folded_native(nf[size_t(i)])});
+  }
+  for (long i = long(py.size()) - 1; i >= 0; --i) {
+    steps.push_back({python_step(py[size_t(i)]), user >= 0 && i < user});
+  }
+  for (long i = python_at - 1; i >= 0; --i) {
+    steps.push_back({native_step(nf[size_t(i)]), is_folded_native(nf[size_t(i)])});
+  }
+  steps.push_back({{l.api.empty() ? "??" : l.api, ""}, false});
+  Path path;
+  for (size_t i = 0; i < steps.size();) {
+    size_t j = i;
+    while (j < steps.size() && steps[j].folded) ++j;
+    if (j - i >= 2) {
+      path.emplace_back(folded_label(j - i), steps[i].node.first + " .. " + steps[j - 1].node.first);
+      i = j;
+    } else {
+      path.push_back(steps[i].node);
+      ++i;
+    }
+  }
+  return path;
 }
 
 constexpr double kWidth = 1100, kRow = 18, kMinPx = 0.4;
@@ -81,19 +147,12 @@ int depth_of(const Node &n) {
 
 }  // namespace
 
-std::string flame_html(const std::vector<LeakEntry> &leaks) {
+std::string flame_html(const std::vector<LeakEntry> &leaks, bool python_process) {
   if (leaks.empty()) return "<p class=\"note\">No leaks: nothing to draw.</p>\n";
   Node root;
   root.label = "all leaks";
   for (const LeakEntry &l : leaks) {
-    // Outermost first: Python frames (outer), then native frames; both are
-    // stored innermost first.
-    std::vector<std::pair<std::string, std::string>> path;
-    for (auto it = l.python_frames.rbegin(); it != l.python_frames.rend(); ++it) {
-      path.emplace_back(it->function.empty() ? "??" : it->function,
-                        it->file + ":" + std::to_string(it->line));
-    }
-    for (auto it = l.frames.rbegin(); it != l.frames.rend(); ++it) add_frame(path, *it);
+    Path path = python_process || !l.python_frames.empty() ? python_path(l) : plain_path(l);
     if (path.empty()) path.emplace_back("<no stack recorded>", "");
     Node *n = &root;
     n->bytes += l.bytes;

@@ -1,7 +1,9 @@
 // Flame graph of leaked bytes for the HTML report: the leak stacks merged
-// into a tree (root = all leaks; children from the outermost frame in:
-// Python frames, then native frames), drawn as inline SVG, root on top.
-// A node's width is proportional to the leaked bytes below it.
+// into a tree (root = all leaks; children from the outermost frame in),
+// drawn as inline SVG, root on top. A node's width is proportional to the
+// leaked bytes below it. In a Python process each stack is one mixed stack
+// (process entry, interpreter, Python frames, framework, allocation API)
+// with interpreter and framework frames folded as in the text report.
 #pragma once
 
 #include <string>
@@ -11,6 +13,6 @@
 
 namespace torchseal {
 
-std::string flame_html(const std::vector<LeakEntry> &leaks);
+std::string flame_html(const std::vector<LeakEntry> &leaks, bool python_process);
 
 }  // namespace torchseal

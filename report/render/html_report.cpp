@@ -20,6 +20,7 @@ text-align:left;vertical-align:top}th{background:#f6f6f6}td.num{text-align:right
 .summary{width:auto}.summary td{border:none;padding:1px 12px 1px 0}.note{color:#666;font-style:italic}
 details summary{cursor:pointer;color:#0645ad}ol.stack{margin:4px 0;padding-left:28px}
 ol.stack li{font-family:ui-monospace,monospace;font-size:12px}.py{color:#2a6f2a}
+.user{font-weight:bold}li.fold{color:#666}.hint{margin-top:4px;color:#8a4b00}
 svg.timeline,svg.flame{width:100%;height:auto;display:block}
 svg.timeline .series{fill:none;stroke-width:1.5}svg .grid{stroke:#eee}
 svg .axis{font-size:11px;fill:#555}
@@ -52,22 +53,60 @@ std::string user_frame_cell(const std::vector<NativeFrame> &frames,
   return s;
 }
 
-// Python frames first (the user's code), then the native stack.
+std::string python_li(const PythonFrame &f, const char *cls, const std::string &value) {
+  return std::string("<li class=\"") + cls + "\"" + value + ">" +
+         esc(f.function.empty() ? "??" : f.function) + " " + esc(f.file.empty() ? "??" : f.file) +
+         ":" + std::to_string(f.line) + " [py]</li>";
+}
+
+std::string native_li(const NativeFrame &f, const std::string &value) {
+  std::string s = "<li" + value + html_format(">0x%" PRIx64 " ", f.address) +
+                  esc(f.function.empty() ? "??" : f.function);
+  if (!f.file.empty()) s += " " + esc(f.file) + (f.line > 0 ? ":" + std::to_string(f.line) : "");
+  return s + " (" + esc(f.module.empty() ? "<unknown module>" : f.module) + ")</li>";
+}
+
+std::string value_attr(size_t n) { return " value=\"" + std::to_string(n) + "\""; }
+
+// Python frames first (the user's code), then the native stack. In a
+// Python process the user's frame leads and interpreter/framework frames
+// fold into an expandable row (shown_frames.h); items keep their numbers.
 std::string stack_details(const std::vector<NativeFrame> &frames,
-                          const std::vector<PythonFrame> &py) {
+                          const std::vector<PythonFrame> &py, bool python_process) {
   if (frames.empty() && py.empty()) return "<span class=\"note\">no stack recorded</span>";
   std::string s = html_format("<details><summary>%zu frame(s)</summary><ol class=\"stack\" start=\"0\">",
                               frames.size() + py.size());
-  for (const PythonFrame &f : py) {
-    s += "<li class=\"py\">" + esc(f.function.empty() ? "??" : f.function) + " " +
-         esc(f.file.empty() ? "??" : f.file) + ":" + std::to_string(f.line) + " [py]</li>";
+  if (!python_process) {
+    for (const PythonFrame &f : py) s += python_li(f, "py", "");
+    for (const NativeFrame &f : frames) s += native_li(f, "");
+    return s + "</ol></details>";
   }
-  for (const NativeFrame &f : frames) {
-    s += html_format("<li>0x%" PRIx64 " ", f.address) + esc(f.function.empty() ? "??" : f.function);
-    if (!f.file.empty()) s += " " + esc(f.file) + (f.line > 0 ? ":" + std::to_string(f.line) : "");
-    s += " (" + esc(f.module.empty() ? "<unknown module>" : f.module) + ")</li>";
+  const ShownStack shown = shown_stack(frames, py);
+  for (size_t i : shown.python) {
+    s += python_li(py[i], long(i) == shown.user ? "py user" : "py", value_attr(i));
+  }
+  for (const NativeRow &row : shown.native) {
+    if (!row.folded) {
+      s += native_li(frames[row.first], value_attr(py.size() + row.first));
+      continue;
+    }
+    s += "<li class=\"fold\"" + value_attr(py.size() + row.first) + "><details><summary>" +
+         esc(folded_label(row.count)) + "</summary><ol class=\"stack\"" +
+         html_format(" start=\"%zu\">", py.size() + row.first);
+    for (size_t i = row.first; i < row.first + row.count; ++i) s += native_li(frames[i], "");
+    s += "</ol></details></li>";
   }
   return s + "</ol></details>";
+}
+
+std::string hint_html(const std::optional<Hint> &h) {
+  if (!h) return {};
+  std::string s = "<div class=\"hint\">hint: " + esc(h->message);
+  if (!h->file.empty()) {
+    s += " <span class=\"mono\">(" + esc(h->file) +
+         (h->line > 0 ? ":" + std::to_string(h->line) : "") + ")</span>";
+  }
+  return s + "</div>";
 }
 
 std::string header(const HtmlReportInput &in) {
@@ -113,7 +152,8 @@ std::string leaks_table(const Report &r) {
          device_str(l->device) + "</td><td class=\"num\" title=\"" + u64(l->bytes) + " bytes\">" +
          html_bytes(l->bytes) + "</td><td class=\"num\">" + u64(l->allocations) + "</td><td>" +
          esc(l->detected_at) + "</td><td>" + user_frame_cell(l->frames, l->python_frames) +
-         "</td><td>" + stack_details(l->frames, l->python_frames) + "</td></tr>\n";
+         "</td><td>" + stack_details(l->frames, l->python_frames, is_python_site(r, l->python_frames)) +
+         "</td></tr>\n";
   }
   return h + "</table>\n";
 }
@@ -144,8 +184,9 @@ std::string growth_table(const Report &r) {
                              : html_bytes(static_cast<uint64_t>(g.growth_bytes))) +
          "</td><td class=\"num\">" + u64(g.steps) + "</td><td class=\"num\">" +
          html_format("%.3f", g.r) + "</td><td>" + esc(g.kind) + "</td><td><code>" + esc(g.api) +
-         "</code></td><td>" + user_frame_cell(g.frames, g.python_frames) + "</td><td>" +
-         stack_details(g.frames, g.python_frames) + "</td></tr>\n";
+         "</code></td><td>" + user_frame_cell(g.frames, g.python_frames) + hint_html(g.hint) +
+         "</td><td>" + stack_details(g.frames, g.python_frames, is_python_site(r, g.python_frames)) +
+         "</td></tr>\n";
   }
   return h + "</table>\n<p class=\"note\">Sparklines draw the fitted line "
              "(bytes/step &times; step), not measured samples.</p>\n";
@@ -160,7 +201,9 @@ std::string errors_tables(const Report &r) {
       h += "<tr><td><code>" + esc(o.api) + "</code></td><td>" + device_str(o.device) +
            "</td><td class=\"num\">" + html_bytes(o.requested_bytes) + "</td><td class=\"num\">" +
            html_bytes(o.live_bytes) + "</td><td>" + user_frame_cell(o.frames, o.python_frames) +
-           "</td><td>" + stack_details(o.frames, o.python_frames) + "</td></tr>\n";
+           hint_html(o.hint) + "</td><td>" +
+           stack_details(o.frames, o.python_frames, is_python_site(r, o.python_frames)) +
+           "</td></tr>\n";
     }
     h += "</table>\n";
   }
@@ -171,7 +214,8 @@ std::string errors_tables(const Report &r) {
       h += "<tr><td><code>" + esc(f.api) + "</code></td><td><code>" +
            html_format("0x%" PRIx64, f.address) + "</code></td><td>" +
            user_frame_cell(f.frames, f.python_frames) + "</td><td>" +
-           stack_details(f.frames, f.python_frames) + "</td></tr>\n";
+           stack_details(f.frames, f.python_frames, is_python_site(r, f.python_frames)) +
+           "</td></tr>\n";
     }
     h += "</table>\n";
   }
@@ -196,7 +240,7 @@ std::string render_html_report(const HtmlReportInput &in) {
     h += "<p class=\"note\" id=\"no-timeline\">" + esc(in.no_timeline) + "</p>\n";
   }
   h += "<h2>Leaks (" + u64(r.leaks.size()) + ")</h2>\n" + leaks_table(r);
-  h += "<h2>Leaked bytes by stack (flame graph, root on top)</h2>\n" + flame_html(r.leaks);
+  h += "<h2>Leaked bytes by stack (flame graph, root on top)</h2>\n" + flame_html(r.leaks, !r.process.python.empty());
   h += "<h2>Growing sites (" + u64(r.growth.size()) + ")</h2>\n" + growth_table(r);
   h += errors_tables(r);
   h += "</body></html>\n";

@@ -41,6 +41,16 @@ ojson native_json(const std::vector<NativeFrame> &frames) {
   return a;
 }
 
+ojson hint_json(const std::optional<Hint> &h) {
+  if (!h) return nullptr;
+  ojson o;
+  o["kind"] = h->kind;
+  o["message"] = h->message;
+  o["file"] = str_or_null(h->file);
+  o["line"] = h->line > 0 ? ojson(h->line) : ojson(nullptr);
+  return o;
+}
+
 ojson python_json(const std::vector<PythonFrame> &frames) {
   ojson a = ojson::array();
   for (const PythonFrame &f : frames) {
@@ -186,6 +196,20 @@ std::vector<PythonFrame> read_python(const json &obj, const std::string &path, c
   return out;
 }
 
+// `hint` (DESIGN.md 9): null or {kind, message, file, line}. Optional, so
+// reports written before it read as "no hint".
+std::optional<Hint> read_hint(const json &obj, const std::string &path) {
+  auto it = obj.find("hint");
+  if (it == obj.end() || it->is_null()) return std::nullopt;
+  const std::string p = join(path, "hint");
+  Hint h;
+  h.kind = get_str(*it, p, "kind");
+  h.message = get_str(*it, p, "message");
+  h.file = get_str_or_null(*it, p, "file");
+  h.line = get_int32_or_null(*it, p, "line", 0);
+  return h;
+}
+
 void check_one_of(const std::string &v, const std::string &path,
                   std::initializer_list<const char *> allowed) {
   for (const char *a : allowed) {
@@ -302,6 +326,7 @@ void read_report(const json &j, Report &r) {
     g.api = get_str(e, pth, "api");
     g.frames = read_native(e, pth, "frames");
     g.python_frames = read_python(e, pth, "python_frames");
+    g.hint = read_hint(e, pth);
     r.growth.push_back(std::move(g));
   }
 
@@ -326,6 +351,7 @@ void read_report(const json &j, Report &r) {
       t.python_frames = read_python(tops[k], tp, "python_frames");
       x.top_sites.push_back(std::move(t));
     }
+    x.hint = read_hint(e, pth);
     r.ooms.push_back(std::move(x));
   }
 
@@ -425,6 +451,7 @@ std::string report_to_json(const Report &r) {
     e["api"] = g.api;
     e["frames"] = native_json(g.frames);
     e["python_frames"] = python_json(g.python_frames);
+    e["hint"] = hint_json(g.hint);
     growth.push_back(std::move(e));
   }
   j["growth"] = std::move(growth);
@@ -448,6 +475,7 @@ std::string report_to_json(const Report &r) {
       tops.push_back(std::move(te));
     }
     e["top_sites"] = std::move(tops);
+    e["hint"] = hint_json(o.hint);
     ooms.push_back(std::move(e));
   }
   j["ooms"] = std::move(ooms);

@@ -2,6 +2,7 @@
 
 #include "report/analysis/hints.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 
@@ -31,28 +32,105 @@ std::string u64(uint64_t v) { return std::to_string(v); }
 
 std::string device_str(int d) { return d < 0 ? std::string("?") : std::to_string(d); }
 
+void append_python_frame(std::string &out, const std::vector<PythonFrame> &py, size_t i,
+                         const char *indent) {
+  const PythonFrame &f = py[i];
+  out += format("%s#py%zu in %s %s:%d\n", indent, i,
+                f.function.empty() ? "??" : clean(f.function).c_str(),
+                f.file.empty() ? "??" : clean(f.file).c_str(), f.line);
+}
+
+void append_native_frame(std::string &out, const std::vector<NativeFrame> &frames, size_t i,
+                         const char *indent) {
+  const NativeFrame &f = frames[i];
+  out += format("%s#%zu 0x%" PRIx64 " in %s", indent, i, f.address,
+                f.function.empty() ? "??" : clean(f.function).c_str());
+  if (!f.file.empty()) {
+    out += ' ';
+    out += clean(f.file);
+    if (f.line > 0) out += ':' + std::to_string(f.line);
+  }
+  out += " (" + (f.module.empty() ? std::string("<unknown module>") : clean(f.module)) + ")\n";
+}
+
 // Python frames go above native ones: for a Python program they are the
 // part the user wrote, and the native stack below shows how it reached CUDA.
+// In a Python process the user's own frame leads and the interpreter's and
+// frameworks' native frames are folded (shown_frames.h); frame numbers stay
+// those of P.json.
 void append_frames(std::string &out, const std::vector<NativeFrame> &frames,
-                   const std::vector<PythonFrame> &py, const char *indent) {
-  for (size_t i = 0; i < py.size(); ++i) {
-    const PythonFrame &f = py[i];
-    out += format("%s#py%zu in %s %s:%d\n", indent, i,
-                  f.function.empty() ? "??" : clean(f.function).c_str(),
-                  f.file.empty() ? "??" : clean(f.file).c_str(), f.line);
+                   const std::vector<PythonFrame> &py, bool python_process, const char *indent) {
+  if (py.empty() && frames.empty()) {
+    out += std::string(indent) + "<no stack recorded>\n";
+    return;
   }
-  for (size_t i = 0; i < frames.size(); ++i) {
-    const NativeFrame &f = frames[i];
-    out += format("%s#%zu 0x%" PRIx64 " in %s", indent, i, f.address,
-                  f.function.empty() ? "??" : clean(f.function).c_str());
-    if (!f.file.empty()) {
-      out += ' ';
-      out += clean(f.file);
-      if (f.line > 0) out += ':' + std::to_string(f.line);
+  if (!python_process) {
+    for (size_t i = 0; i < py.size(); ++i) append_python_frame(out, py, i, indent);
+    for (size_t i = 0; i < frames.size(); ++i) append_native_frame(out, frames, i, indent);
+    return;
+  }
+  const ShownStack s = shown_stack(frames, py);
+  for (size_t i : s.python) append_python_frame(out, py, i, indent);
+  for (const NativeRow &row : s.native) {
+    if (!row.folded) {
+      append_native_frame(out, frames, row.first, indent);
+      continue;
     }
-    out += " (" + (f.module.empty() ? std::string("<unknown module>") : clean(f.module)) + ")\n";
+    out += format("%s... %s (#%zu-#%zu)\n", indent, folded_label(row.count).c_str(), row.first,
+                  row.first + row.count - 1);
   }
-  if (py.empty() && frames.empty()) out += std::string(indent) + "<no stack recorded>\n";
+}
+
+// "function (file:line)" of the frame a person looks at for a site.
+std::string site_where(const std::vector<NativeFrame> &frames, const std::vector<PythonFrame> &py) {
+  UserFrame u = user_frame(frames, py);
+  if (u.function.empty() && u.file.empty()) return "an unknown location";
+  std::string s = u.function.empty() ? "??" : clean(u.function);
+  if (!u.file.empty()) {
+    const size_t slash = u.file.rfind('/');
+    s += " (" + clean(slash == std::string::npos ? u.file : u.file.substr(slash + 1));
+    if (u.line > 0) s += ":" + std::to_string(u.line);
+    s += ")";
+  }
+  return s;
+}
+
+// Each cause once (several growing sites and OOMs often share one), with the
+// sites it explains.
+std::string hints_section(const Report &r) {
+  // Per cause: its sites in report order, each with how often it occurs
+  // (repeated OOMs at one line are one site).
+  using Sites = std::vector<std::pair<std::string, size_t>>;
+  std::vector<std::pair<const Hint *, Sites>> causes;
+  auto add = [&](const std::optional<Hint> &h, std::string site) {
+    if (!h) return;
+    auto cause = std::find_if(causes.begin(), causes.end(),
+                              [&](const auto &c) { return *c.first == *h; });
+    if (cause == causes.end()) cause = causes.insert(causes.end(), {&*h, {}});
+    Sites &sites = cause->second;
+    auto same = std::find_if(sites.begin(), sites.end(),
+                             [&](const auto &s) { return s.first == site; });
+    if (same == sites.end()) {
+      sites.emplace_back(std::move(site), 1);
+    } else {
+      ++same->second;
+    }
+  };
+  for (const GrowthEntry &g : r.growth) {
+    add(g.hint, "growing site at " + site_where(g.frames, g.python_frames));
+  }
+  for (const OomEntry &o : r.ooms) add(o.hint, "OOM at " + site_where(o.frames, o.python_frames));
+  if (causes.empty()) return {};
+  std::string out = "\nLikely cause" + std::string(causes.size() == 1 ? "" : "s") + ":\n";
+  for (const auto &[hint, sites] : causes) {
+    out += "  hint: " + clean(hint->message) + "\n    for ";
+    for (size_t i = 0; i < sites.size(); ++i) {
+      out += (i ? ", " : "") + sites[i].first;
+      if (sites[i].second > 1) out += " (" + std::to_string(sites[i].second) + " times)";
+    }
+    out += "\n";
+  }
+  return out;
 }
 
 }  // namespace
@@ -75,7 +153,7 @@ std::string report_to_text(const Report &r) {
            " allocation(s) (" + clean(l.kind) + ", " + clean(l.api) + ", device " + device_str(l.device) + ")";
     if (l.detected_at == "context-teardown") out += " still live at context teardown,";
     out += " allocated from:\n";
-    append_frames(out, l.frames, l.python_frames, "    ");
+    append_frames(out, l.frames, l.python_frames, is_python_site(r, l.python_frames), "    ");
   }
 
   for (const GrowthEntry &g : r.growth) {
@@ -83,29 +161,30 @@ std::string report_to_text(const Report &r) {
                   " step(s), %.1f byte(s)/step, r=%.3f, allocated from:\n",
                   clean(g.kind).c_str(), clean(g.api).c_str(), g.growth_bytes, g.steps,
                   g.bytes_per_step, g.r);
-    append_frames(out, g.frames, g.python_frames, "    ");
-    if (std::string hint = hint_for(g); !hint.empty()) out += "    hint: " + clean(hint) + "\n";
+    append_frames(out, g.frames, g.python_frames, is_python_site(r, g.python_frames), "    ");
   }
 
   for (const OomEntry &o : r.ooms) {
     out += "\nOut of memory: " + clean(o.api) + " of " + u64(o.requested_bytes) + " byte(s) on device " +
            device_str(o.device) + " failed with " + u64(o.live_bytes) +
            " byte(s) live, requested from:\n";
-    append_frames(out, o.frames, o.python_frames, "    ");
+    append_frames(out, o.frames, o.python_frames, is_python_site(r, o.python_frames), "    ");
     if (!o.top_sites.empty()) {
       out += "  Largest live sites at the time:\n";
       for (const SiteTotal &t : o.top_sites) {
         out += "    " + u64(t.bytes) + " byte(s) in " + u64(t.allocations) +
                " allocation(s) allocated from:\n";
-        append_frames(out, t.frames, t.python_frames, "      ");
+        append_frames(out, t.frames, t.python_frames, is_python_site(r, t.python_frames), "      ");
       }
     }
   }
 
+  out += hints_section(r);
+
   for (const InvalidFreeEntry &f : r.invalid_frees) {
     out += format("\nInvalid free: %s of 0x%" PRIx64 ", which is not a live allocation, from:\n",
                   clean(f.api).c_str(), f.address);
-    append_frames(out, f.frames, f.python_frames, "    ");
+    append_frames(out, f.frames, f.python_frames, is_python_site(r, f.python_frames), "    ");
   }
 
   if (r.summary.cached_bytes > 0) {

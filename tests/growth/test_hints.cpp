@@ -41,6 +41,13 @@ std::vector<PythonFrame> torch_frames() {
            1562}};
 }
 
+// The hint's message, empty when no rule matched (these cases have no
+// holders: the source rules alone).
+std::string hint_for(const GrowthEntry &g) {
+  std::optional<Hint> h = find_hint(g.python_frames);
+  return h ? h->message : std::string();
+}
+
 GrowthEntry entry(std::vector<PythonFrame> frames) {
   GrowthEntry g;
   g.bytes_per_step = 1 << 20;
@@ -91,6 +98,12 @@ TEST_CASE("hint: a tensor loss accumulated across steps", "[hints]") {
   CHECK(h.find("autograd graph") != std::string::npos);
   CHECK(h.find("loss.item()") != std::string::npos);
   CHECK(h.find('\n') == std::string::npos);
+  // P.json's hint names the statement that keeps the memory, not the allocation.
+  std::optional<Hint> full = find_hint(train_frames(model, d.root.string() + "/train.py"));
+  REQUIRE(full);
+  CHECK(full->kind == "loss-accumulation");
+  CHECK(full->file == d.root.string() + "/train.py");
+  CHECK(full->line == 11);
 
   // The same spelled out, with a per-batch weight, or via a loss function.
   for (const char *line : {"total_loss = total_loss + loss", "total_loss += loss * x.size(0)",
@@ -161,6 +174,10 @@ TEST_CASE("hint: allocation inside an except block (OOM retry)", "[hints]") {
   std::string h = hint_for(entry(f));
   CHECK(h.find("`except torch.cuda.OutOfMemoryError as e:` at retry.py:5") != std::string::npos);
   CHECK(h.find("traceback") != std::string::npos);
+  std::optional<Hint> full = find_hint(f);
+  REQUIRE(full);
+  CHECK(full->kind == "exception-frame");
+  CHECK(full->line == 5);  // the except clause
   // The first attempt, in the try body, is not in an except block.
   f.back().line = 4;
   CHECK(hint_for(entry(f)).empty());

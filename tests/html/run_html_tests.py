@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Tests of `torchseal report FILE --html OUT`, checked in real headless Chromium.
 
-    run_html_tests.py NAME      NAME: planted | json_input | escaping | large_1m
+    run_html_tests.py NAME      NAME: planted | json_input | escaping | large_1m | python_frames
 
 Environment (set by tests/html/meson.build):
   TSEAL_HTML_CLI          the torchseal binary
@@ -14,6 +14,7 @@ Exit status: 0 pass, 1 fail, 77 skip (loudly: no Chromium, or a part not built).
 Chromium prints every page console message as a `CONSOLE` log line (all at
 INFO level, errors included); the page has no script, so any such line fails.
 """
+import html
 import json
 import os
 import re
@@ -208,8 +209,99 @@ def test_large_1m(tmp):
     return 0
 
 
+def native_frame(function, module, address):
+    return {"function": function, "file": None, "line": None, "module": module,
+            "address": "0x%x" % address}
+
+
+TORCH_LIB = "/venv/lib/python3.12/site-packages/torch/lib/"
+TORCH_PY = "/venv/lib/python3.12/site-packages/torch/nn/modules/"
+USER_PY = "/home/me/train.py"
+
+
+def python_report():
+    """A Python process's report: a leak and a growing site allocated by
+    torch from train.py:18, through the dispatcher and the interpreter."""
+    natives = [native_frame("c10::cuda::CUDACachingAllocator::NativeCachingAllocator::malloc",
+                            TORCH_LIB + "libc10_cuda.so", 0x7f0000001000),
+               native_frame("at::native::empty_cuda", TORCH_LIB + "libtorch_cuda.so", 0x7f0000002000),
+               native_frame("torch::autograd::THPVariable_mm", TORCH_LIB + "libtorch_python.so",
+                            0x7f0000003000),
+               native_frame("cfunction_call", "/usr/bin/python3.12", 0x500000),
+               native_frame("_PyEval_EvalFrameDefault", "/usr/bin/python3.12", 0x500100),
+               native_frame("Py_RunMain", "/usr/bin/python3.12", 0x500200),
+               native_frame("main", "/usr/bin/python3.12", 0x500300),
+               native_frame("__libc_start_main", "/lib/x86_64-linux-gnu/libc.so.6", 0x7e0000000100),
+               native_frame("_start", "/usr/bin/python3.12", 0x500400)]
+    pys = [{"function": "Linear.forward", "file": TORCH_PY + "linear.py", "line": 125},
+           {"function": "Module._call_impl", "file": TORCH_PY + "module.py", "line": 1562},
+           {"function": "train", "file": USER_PY, "line": 18},
+           {"function": "<module>", "file": USER_PY, "line": 40}]
+    hint = {"kind": "tensor-append", "message": "`outputs.append(out)` (train.py:21) keeps it",
+            "file": USER_PY, "line": 21}
+    return {
+        "format": "torchseal-report", "version": 1, "trigger": "exit",
+        "process": {"pid": 7, "argv": ["python3", "train.py"], "rank": None, "hostname": "h",
+                    "start_time": 1.0, "end_time": 2.0, "backend": "hooks", "python": "3.12.1"},
+        "summary": {"leaked_bytes": 4096, "leaked_allocations": 1, "leak_sites": 1,
+                    "peak_bytes": 4096, "events": 2, "suppressed_bytes": 0, "cached_bytes": 0,
+                    "overhead": {"events": 2, "seconds_in_torchseal": 0.0}},
+        "leaks": [{"kind": "stream-ordered", "api": "cudaMallocAsync", "device": 0,
+                   "bytes": 4096, "allocations": 1, "detected_at": "exit",
+                   "frames": natives, "python_frames": pys}],
+        "growth": [{"bytes_per_step": 1024.0, "growth_bytes": 10240, "steps": 10, "r": 0.99,
+                    "kind": "stream-ordered", "api": "cudaMallocAsync", "frames": natives,
+                    "python_frames": pys, "hint": hint}],
+        "ooms": [], "invalid_frees": []}
+
+
+def flame_rows(dom):
+    """{label: y} of the flame graph's boxes."""
+    svg = dom[dom.index('class="flame"'):]
+    svg = svg[:svg.index("</svg>")]
+    rows = {}
+    for title, y in re.findall(r"<title>([^<]*)</title><rect [^>]*\by=\"([0-9.]+)\"", svg):
+        rows[html.unescape(title).split(" (")[0].split(":")[0]] = float(y)
+    return rows
+
+
+def test_python_frames(tmp):
+    inp = os.path.join(tmp, "py.json")
+    with open(inp, "w") as f:
+        json.dump(python_report(), f)
+    out = os.path.join(tmp, "py.html")
+    html_report(inp, out)
+    dom, _ = load(out)
+    for table in ("leaks", "growth"):
+        start = dom.index('<table class="%s">' % table)
+        rows = dom[start:dom.index("</table>", start)]
+        stack = rows[rows.index('<ol class="stack"'):]
+        first = re.search(r"<li[^>]*>(.*?)</li>", stack).group(1)
+        if "train /home/me/train.py:18" not in first:
+            raise Failed("%s: the first frame shown is %r, not the user's line" % (table, first))
+        if "6 interpreter/framework frames folded" not in rows:
+            raise Failed("%s: no folded count for the 6 interpreter/framework frames" % table)
+        if "/home/me/train.py:18" not in rows[:rows.index('<ol class="stack"')]:
+            raise Failed("%s: the user frame column does not name train.py:18" % table)
+    if "hint: `outputs.append(out)` (train.py:21) keeps it" not in dom:
+        raise Failed("the growing site's hint is not shown")
+    flame = flame_rows(dom)
+    for label in ("_start", "main", "train", "<module>", "cudaMallocAsync"):
+        if label not in flame:
+            raise Failed("flame graph lacks %r: %s" % (label, sorted(flame)))
+    order = [flame[k] for k in ("_start", "main", "<module>", "train", "cudaMallocAsync")]
+    if order != sorted(order) or len(set(order)) != len(order):
+        raise Failed("flame graph rows are not _start > main > <module> > train > API: %s" % flame)
+    folded = [k for k in flame if "interpreter/framework frames folded" in k]
+    if len(folded) != 2:
+        raise Failed("expected the interpreter and the framework folded, got %s" % sorted(flame))
+    if len(set(flame.values())) > 10:
+        raise Failed("flame graph is %d rows deep" % len(set(flame.values())))
+    return 0
+
+
 TESTS = {"planted": test_planted, "json_input": test_json_input, "escaping": test_escaping,
-         "large_1m": test_large_1m}
+         "large_1m": test_large_1m, "python_frames": test_python_frames}
 
 
 def main():

@@ -196,6 +196,36 @@ def describe(entry):
             f"{entry.get('bytes_per_step', entry.get('bytes'))} B/step r={entry.get('r')} [{top}]")
 
 
+def first_frames(txt_path, header):
+    """The first frame line under each P.txt block whose header starts with `header`."""
+    with open(txt_path) as f:
+        lines = f.read().splitlines()
+    return [lines[i + 1].strip() for i, line in enumerate(lines[:-1]) if line.startswith(header)]
+
+
+def check_user_frame_first(report, txt_path, pattern, mode):
+    """P.txt shows a growing site's user line (examples/python/torch/*.py)
+    first, not the allocator, and folds the interpreter and torch frames."""
+    firsts = first_frames(txt_path, "Growing site")
+    growth = report.get("growth") or []
+    CHECK.true(f"{pattern} leaky: one P.txt block per growth entry ({mode})",
+               len(firsts) == len(growth))
+    user = [(g, line) for g, line in zip(growth, firsts)
+            if any(os.path.dirname(f.get("file") or "") == EXAMPLES
+                   for f in g.get("python_frames") or [])]
+    for g, line in user:
+        CHECK.true(f"{pattern} leaky: the first frame in P.txt is the user's line, got {line!r} ({mode})",
+               line.startswith("#py") and f" {EXAMPLES}/" in line and ".py:" in line)
+    if user:
+        with open(txt_path) as f:
+            CHECK.true(f"{pattern} leaky: P.txt folds interpreter and framework frames ({mode})",
+               "interpreter/framework frames folded" in f.read())
+    for g in growth:
+        h = g.get("hint", "absent")
+        CHECK.true(f"{pattern} leaky: growth hint is null or {{kind, message, file, line}}: {h!r}",
+               h is None or (isinstance(h, dict) and set(h) == {"kind", "message", "file", "line"}))
+
+
 def scenario_pattern(pattern, mode):
     py = prerequisites()
     script = os.path.join(EXAMPLES, pattern + ".py")
@@ -234,6 +264,7 @@ def scenario_pattern(pattern, mode):
                             if fn in ranges and ranges[fn][0] <= l <= ranges[fn][1]]
                 CHECK.true(f"{pattern} leaky: the growth's Python line {sorted(lines)} "
                            f"is in {LEAKY_FUNCS[pattern]}", bool(in_leaky))
+            check_user_frame_first(r, os.path.join(tmp, "leaky.txt"), pattern, mode)
             if pattern == "oom_retry":
                 CHECK.true(f"{pattern} leaky: the OOM is reported ({mode})", bool(r.get("ooms")))
         if "fixed" in reports:

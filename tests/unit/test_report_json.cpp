@@ -30,7 +30,7 @@ Report sample_report() {
               NativeFrame{"", "", 0, "", 0xffffffff81000000ull}};
   l.python_frames = {{"step", "train.py", 7}};
   r.leaks.push_back(l);
-  r.growth.push_back({64.5, 6400, 100, 0.99, "device", "cudaMalloc", l.frames, {}});
+  r.growth.push_back({64.5, 6400, 100, 0.99, "device", "cudaMalloc", l.frames, {}, std::nullopt});
   OomEntry o;
   o.api = "cudaMalloc";
   o.requested_bytes = 1ull << 40;
@@ -190,4 +190,27 @@ TEST_CASE("damaged reports never crash the reader", "[json]") {
     }
   }
   CHECK(accepted < 3000);
+}
+
+TEST_CASE("hint: null or {kind, message, file, line} on growth and OOM entries", "[json]") {
+  Report a = sample_report();
+  a.growth[0].hint = Hint{"tensor-append", "`out.append(y)` (t.py:9) keeps ...", "/w/t.py", 9};
+  auto j = nlohmann::json::parse(report_to_json(a));
+  CHECK(j["growth"][0]["hint"] == nlohmann::json({{"kind", "tensor-append"},
+                                                  {"message", "`out.append(y)` (t.py:9) keeps ..."},
+                                                  {"file", "/w/t.py"},
+                                                  {"line", 9}}));
+  CHECK(j["ooms"][0].contains("hint"));
+  CHECK(j["ooms"][0]["hint"].is_null());
+  Report b;
+  std::string error;
+  REQUIRE(report_from_json(report_to_json(a), b, error));
+  CHECK(b.growth[0].hint == a.growth[0].hint);
+  CHECK_FALSE(b.ooms[0].hint);
+  // Reports written before the key existed read as "no hint".
+  j["growth"][0].erase("hint");
+  REQUIRE(report_from_json(j.dump(), b, error));
+  CHECK_FALSE(b.growth[0].hint);
+  j["growth"][0]["hint"] = {{"kind", "x"}};
+  CHECK(read_error(j.dump()).find("growth[0].hint.message") != std::string::npos);
 }

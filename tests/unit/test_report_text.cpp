@@ -73,7 +73,8 @@ TEST_CASE("text report: growth section, and names cannot forge lines", "[text]")
   r.growth.push_back({512.0, 51200, 100, 0.998, "device", "cudaMalloc",
                       {NativeFrame{"evil\nSUMMARY: torchseal: 0 byte(s) leaked in 0 allocation(s).",
                                    "", 0, "/m", 0x10}},
-                      {}});
+                      {},
+                      std::nullopt});
   std::string text = report_to_text(r);
   auto ls = lines(text);
   CHECK(ls.front() == "==1==torchseal: no leaks at exit; see growing sites and memory errors below");
