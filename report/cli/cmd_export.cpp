@@ -8,7 +8,7 @@
 
 #include "report/cli/commands.h"
 #include "report/render/export_memory_viz.h"
-#include "report/render/export_perfetto.h"
+#include "report/render/renderer.h"
 
 namespace torchseal::cli {
 namespace {
@@ -54,14 +54,6 @@ class ProgressBar {
   int last_pct_ = -1;
 };
 
-std::string human(uint64_t n) {
-  char buf[32];
-  if (n >= (1u << 20)) std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(n) / (1 << 20));
-  else if (n >= 1024) std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(n) / 1024);
-  else std::snprintf(buf, sizeof buf, "%" PRIu64 " B", n);
-  return buf;
-}
-
 void print_warnings(std::vector<std::string> &warnings) {
   for (const std::string &w : warnings) std::fprintf(stderr, "torchseal: warning: %s\n", w.c_str());
   warnings.clear();
@@ -73,10 +65,13 @@ CLI::App *add_export_command(CLI::App &app, ExportOptions &opts) {
   CLI::App *cmd = app.add_subcommand(
       "export", "Convert a history file (P.tseal) for PyTorch's memory_viz or for Perfetto.");
   cmd->add_option("FILE", opts.file, "history file (P.tseal)")->required();
-  cmd->add_option("--memory-viz", opts.memory_viz,
-                  "write a PyTorch memory snapshot (pickle) for pytorch.org/memory_viz");
-  cmd->add_option("--perfetto", opts.perfetto,
-                  "write a Chrome/Perfetto JSON trace for ui.perfetto.dev");
+  // One --NAME OUT option per history renderer in the registry.
+  for (const Renderer &r : renderers()) {
+    if (r.input == RenderInput::History) {
+      cmd->add_option("--" + std::string(r.name), opts.outputs[std::string(r.name)],
+                      std::string(r.help));
+    }
+  }
   cmd->add_option("--device", opts.device, "memory-viz: only this CUDA device")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--since", opts.since,
@@ -115,8 +110,19 @@ CLI::App *add_export_command(CLI::App &app, ExportOptions &opts) {
 }
 
 int export_command(const ExportOptions &opts) {
-  if (opts.memory_viz.empty() && opts.perfetto.empty()) {
-    print_error("export: nothing to do: give --memory-viz OUT and/or --perfetto OUT");
+  auto output_of = [&](std::string_view name) {
+    auto it = opts.outputs.find(std::string(name));
+    return it == opts.outputs.end() ? std::string() : it->second;
+  };
+  bool any = false;
+  std::string usage;
+  for (const Renderer &r : renderers()) {
+    if (r.input != RenderInput::History) continue;
+    any = any || !output_of(r.name).empty();
+    usage += (usage.empty() ? "give --" : " and/or --") + std::string(r.name) + " OUT";
+  }
+  if (!any) {
+    print_error("export: nothing to do: " + usage);
     return kExitUnusable;
   }
   if (opts.since >= 0 && opts.until >= 0 &&
@@ -125,46 +131,33 @@ int export_command(const ExportOptions &opts) {
     print_error("export: --since is after --until");
     return kExitUnusable;
   }
-  std::vector<std::string> warnings;
-  if (!opts.memory_viz.empty()) {
-    MemoryVizOptions mv;
-    mv.device = opts.device;
-    if (opts.since >= 0) mv.since = {true, opts.since};
-    if (opts.until >= 0) mv.until = {true, opts.until};
-    mv.max_entries = opts.max_entries;
-    ProgressBar bar("exporting " + opts.memory_viz);
-    mv.progress = bar.callback();
-    ExportStats st;
-    std::string error;
-    bool ok = export_memory_viz(opts.file, opts.memory_viz, mv, st, error, warnings);
+  bool first = true;
+  for (const Renderer &r : renderers()) {
+    if (r.input != RenderInput::History) continue;
+    const std::string out = output_of(r.name);
+    if (out.empty()) continue;
+    RenderRequest req;
+    req.source = opts.file;
+    req.out_path = out;
+    req.device = opts.device;
+    req.since = opts.since;
+    req.until = opts.until;
+    req.max_entries = opts.max_entries;
+    req.min_slice_bytes = opts.min_slice_bytes;
+    ProgressBar bar("exporting " + out);
+    req.progress = bar.callback();
+    std::string summary, error;
+    std::vector<std::string> warnings;
+    bool ok = r.render_history(req, summary, error, warnings);
     bar.clear();
-    print_warnings(warnings);
+    // Every export reads the same history: its damage is reported once.
+    if (first) print_warnings(warnings);
+    first = false;
     if (!ok) {
       print_error(error);
       return kExitUnusable;
     }
-    std::printf("torchseal: wrote %s: %" PRIu64 " trace entries on %d device(s), %" PRIu64
-                " live segment(s), %s\n",
-                opts.memory_viz.c_str(), st.entries, st.devices, st.segments,
-                human(st.bytes).c_str());
-  }
-  if (!opts.perfetto.empty()) {
-    PerfettoOptions po;
-    po.min_slice_bytes = opts.min_slice_bytes;
-    ProgressBar bar("exporting " + opts.perfetto);
-    po.progress = bar.callback();
-    ExportStats st;
-    std::string error;
-    bool ok = export_perfetto(opts.file, opts.perfetto, po, st, error, warnings);
-    bar.clear();
-    // The memory-viz pass already reported the same damage.
-    if (opts.memory_viz.empty()) print_warnings(warnings);
-    if (!ok) {
-      print_error(error);
-      return kExitUnusable;
-    }
-    std::printf("torchseal: wrote %s: %" PRIu64 " trace events, %s\n", opts.perfetto.c_str(),
-                st.entries, human(st.bytes).c_str());
+    std::printf("torchseal: %s\n", summary.c_str());
   }
   return std::fflush(stdout) == 0 ? kExitOk : kExitUnusable;
 }

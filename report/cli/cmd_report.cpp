@@ -2,46 +2,25 @@
 #include <cstdio>
 
 #include "report/cli/commands.h"
-#include "report/input/history_reader.h"
-#include "report/render/html_report.h"
-#include "report/input/load_report.h"
-#include "report/render/report_json.h"
-#include "report/render/report_text.h"
+#include "report/render/renderer.h"
 
 namespace torchseal::cli {
 namespace {
 
-
-int print_report(const Report &r, const std::string &format) {
-  std::string out = format == "json" ? report_to_json(r) : report_to_text(r);
-  if (std::fwrite(out.data(), 1, out.size(), stdout) != out.size() || std::fflush(stdout) != 0) {
-    print_error("cannot write to standard output");
-    return kExitUnusable;
+// Report outputs come from the registry (report/render/registry.cpp).
+std::string report_formats() {
+  std::string names;
+  for (const Renderer &r : renderers()) {
+    if (r.input != RenderInput::Report) continue;
+    names += names.empty() ? "" : ", ";
+    names += r.name;
   }
-  return kExitOk;
+  return names;
 }
 
-// The page: the report, plus a live-bytes timeline streamed from the history
-// when FILE is one (a P.json has no timeline).
-int write_html(const Report &r, const ReportOptions &opts) {
-  HtmlReportInput in;
-  in.report = &r;
-  in.source = opts.file;
-  Timeline timeline;
-  if (looks_like_history(opts.file)) {
-    std::string error;
-    std::vector<std::string> warnings;
-    if (build_timeline(opts.file, timeline, error, warnings)) {
-      in.timeline = &timeline;
-    } else {
-      in.no_timeline = "No timeline: " + error;
-    }
-  } else {
-    in.no_timeline = "No timeline: FILE is a report (P.json), not a history (P.tseal).";
-  }
-  std::string error;
-  if (!write_output(opts.html, render_html_report(in), error)) {
-    print_error(error);
+int print_report(const std::string &out) {
+  if (std::fwrite(out.data(), 1, out.size(), stdout) != out.size() || std::fflush(stdout) != 0) {
+    print_error("cannot write to standard output");
     return kExitUnusable;
   }
   return kExitOk;
@@ -52,8 +31,13 @@ int write_html(const Report &r, const ReportOptions &opts) {
 CLI::App *add_report_command(CLI::App &app, ReportOptions &opts) {
   CLI::App *cmd = app.add_subcommand("report", "Print a saved report (P.json) or analyze a history (P.tseal), as text or JSON.");
   cmd->add_option("FILE", opts.file, "a leak report (P.json) or a history file (P.tseal)")->required();
-  cmd->add_option("--format", opts.format, "output format: text (default) or json")
-      ->check(CLI::IsMember({"text", "json"}));
+  std::vector<std::string> formats;
+  for (const Renderer &r : renderers()) {
+    if (r.input == RenderInput::Report) formats.emplace_back(r.name);
+  }
+  cmd->add_option("--format", opts.format,
+                  "output format on standard output: " + report_formats() + " (default text)")
+      ->check(CLI::IsMember(formats));
   cmd->add_option("--suppressions", opts.suppressions,
                   "file of leak:PATTERN lines; matching sites move to \"Suppressions used\"");
   cmd->add_option("--html", opts.html,
@@ -90,8 +74,18 @@ int report_command(const ReportOptions &opts) {
     print_error(error);
     return kExitUnusable;
   }
-  if (!opts.html.empty()) return write_html(r[0], opts);
-  return print_report(r[0], opts.format);
+  RenderRequest req;
+  req.source = opts.file;
+  req.report = &r[0];
+  if (!opts.html.empty()) {
+    if (!write_output(opts.html, find_renderer("html", RenderInput::Report)->render_report(req),
+                      error)) {
+      print_error(error);
+      return kExitUnusable;
+    }
+    return kExitOk;
+  }
+  return print_report(find_renderer(opts.format, RenderInput::Report)->render_report(req));
 }
 
 }  // namespace torchseal::cli

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -55,7 +56,8 @@ CLI::App *add_report_command(CLI::App &app, ReportOptions &opts);
 int report_command(const ReportOptions &opts);
 
 struct ExportOptions {
-  std::string file, memory_viz, perfetto;
+  std::string file;
+  std::map<std::string, std::string> outputs;  // history renderer name -> OUT ("" = not asked)
   int device = -1;                     // -1 = all devices
   double since = -1, until = -1;       // -1 = unset; seconds from start, or unix seconds
   uint64_t max_entries = 0;            // 0 = all
