@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "report/analysis/site.h"
+#include "report/analysis/hints.h"
 #include "report/analysis/suppressions.h"
 
 namespace torchseal {

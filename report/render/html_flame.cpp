@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 
+#include "report/analysis/shown_frames.h"
 #include "report/render/html_escape.h"
 
 namespace torchseal {

@@ -4,6 +4,7 @@
 #include <cinttypes>
 #include <cmath>
 
+#include "report/analysis/shown_frames.h"
 #include "report/render/html_escape.h"
 #include "report/render/html_flame.h"
 #include "report/analysis/site_match.h"

@@ -1,6 +1,7 @@
 #include "report/render/report_text.h"
 
-#include "report/analysis/hints.h"
+#include "report/analysis/shown_frames.h"
+#include "report/analysis/site_match.h"
 
 #include <algorithm>
 #include <cinttypes>
