@@ -10,6 +10,7 @@
 #include <mutex>
 #include <new>
 
+#include "autograd_node.h"
 #include "counters.h"
 #include "crash_flush.h"
 #include "history_writer.h"
@@ -104,6 +105,7 @@ void initialise() {
   log::set_level(cfg->log_level);
   g_config = cfg;
   py::init(cfg->python);
+  py::set_borrow_label(autograd_node_name);
   recorder().stack_depth = cfg->stack_depth;
   const char *unwinder = unwinder_init(cfg->unwind);
   report_files_init(*cfg);

@@ -8,6 +8,7 @@ TSEAL_TORCH_CLI, TSEAL_TORCH_BUILD, TSEAL_TORCH_SOURCE. Exit 0 pass, 1 fail,
 77 skip (always with a loud reason on stderr).
 
 Scenarios: env, smoke, truth-tensors, truth-segments, memory-viz, dataloader,
+backward-growth,
 and PATTERN-MODE for PATTERN in accumulate_loss, validation_no_grad,
 append_predictions, oom_retry and MODE in segments, tensors, expandable.
 """
@@ -430,6 +431,69 @@ def scenario_dataloader():
     done()
 
 
+# ------------------------------------------------------------ autograd threads
+# Gradients are allocated on the autograd engine's device thread, which has
+# no Python frames; its events borrow the stack of the thread waiting in
+# backward, under a label frame naming the autograd node.
+BACKWARD_GROWTH = r"""
+import torch
+from _common import step
+grads = []
+
+
+def train(x):
+    for _ in range(12):
+        x.grad = None
+        loss = x.sum()
+        loss.backward()  # SITE
+        grads.append(x.grad)  # the gradient was allocated in backward
+        step()
+
+
+# 12 MiB: a segment of its own per gradient (the caching allocator rounds
+# requests over 10 MiB to 2 MiB), made by AccumulateGrad on the engine thread.
+train(torch.zeros(3 * 1024 * 1024, device="cuda", requires_grad=True))
+torch.cuda.synchronize()
+print("grads", len(grads))
+"""
+
+def site_line(source):
+    return next(i for i, l in enumerate(source.splitlines(), 1) if l.rstrip().endswith("# SITE"))
+
+
+def autograd_label(entry):
+    return [f["function"] for f in entry.get("python_frames") or []
+            if f.get("function", "").startswith("<autograd ")]
+
+
+def run_inline(tmp, name, source, ran="", **kw):
+    """Runs `source` under the shim: (script, output prefix, process, P.json),
+    or ends the scenario when it did not run or print `ran`."""
+    py = prerequisites()
+    script = os.path.join(tmp, name + ".py")
+    open(script, "w").write(source)
+    out = os.path.join(tmp, name)
+    p = run(py, [script], shim=True, output=out, **kw)
+    if not check(p.returncode == 0 and ran in p.stdout and os.path.exists(out + ".json"),
+                 f"{name} ran{' (' + ran + ')' if ran else ''} and wrote P.json"):
+        done()
+    return script, out, p, load(out + ".json")
+
+
+def scenario_backward_growth():
+    with tempfile.TemporaryDirectory(prefix="tseal-torch-") as tmp:
+        script, out, p, r = run_inline(tmp, "backward_growth", BACKWARD_GROWTH)
+        growth = r.get("growth") or []
+        for g in growth:
+            print(f"  growth: {describe(g)} labels={autograd_label(g)}")
+        line = site_line(BACKWARD_GROWTH)
+        at = [g for g in growth if any(f["line"] == line for f in frames_in(g, script))]
+        check(bool(at), f"growth flagged with the backward() line {line} of the user's file")
+        check(any("<autograd AccumulateGrad>" in autograd_label(g) for g in at),
+              "the growth names its autograd node (<autograd AccumulateGrad>)")
+    done()
+
+
 # ------------------------------------------------------------ known shim bugs
 # Both are registered with should_fail in meson.build: they fail until the
 # shim is fixed, and then meson reports an unexpected pass.
@@ -476,6 +540,12 @@ def scenario_pinned_cache_tensors():
     done()
 
 
+# Issue 15's verdicts: Python lines for autograd threads.
+VERDICT_SCENARIOS = {
+    "backward-growth": scenario_backward_growth,
+}
+
+
 def main():
     if len(sys.argv) != 2:
         print(__doc__)
@@ -499,6 +569,8 @@ def main():
             scenario_replay_segments()
         if s == "pinned-cache-tensors":
             scenario_pinned_cache_tensors()
+        if s in VERDICT_SCENARIOS:
+            VERDICT_SCENARIOS[s]()
         pattern, _, mode = s.rpartition("-")
         if pattern in LEAKY_FUNCS and mode in ("segments", "tensors", "expandable"):
             scenario_pattern(pattern, mode)
