@@ -172,6 +172,9 @@ __attribute__((destructor)) void at_exit() {
 #ifdef TORCHSEAL_HAVE_CUPTI_BACKEND
   cupti::stop();
 #endif
+  // An OOM still waiting for its retry was the program's: its dump is
+  // asked for now, so finish() still writes it.
+  recorder().settle_ooms(true);
   history::finish(true);
   unwinder_log_summary();
   int64_t leaks = write_report("exit");

@@ -133,6 +133,7 @@ Report analyze(const AnalysisInput &in, Symbolizer &symbolizer, const AnalysisOp
     e.frames = sites.native_frames(o.stack);
     e.python_frames = sites.python_frames(o.pystack);
     e.top_sites = top_sites(o.live_at_oom, sites, opts.oom_top_sites);
+    e.recovered = o.recovered;
     r.ooms.push_back(std::move(e));
   }
 

@@ -75,6 +75,7 @@ struct OomEntry {
   std::vector<NativeFrame> frames;
   std::vector<PythonFrame> python_frames;
   std::vector<SiteTotal> top_sites;  // bytes descending
+  bool recovered = false;            // DESIGN 9: the retry succeeded; no dump, not counted
 };
 
 struct InvalidFreeEntry {

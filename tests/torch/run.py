@@ -8,7 +8,7 @@ TSEAL_TORCH_CLI, TSEAL_TORCH_BUILD, TSEAL_TORCH_SOURCE. Exit 0 pass, 1 fail,
 77 skip (always with a loud reason on stderr).
 
 Scenarios: env, smoke, truth-tensors, truth-segments, memory-viz, dataloader,
-backward-growth,
+backward-growth, backward-oom, oom-recovered,
 and PATTERN-MODE for PATTERN in accumulate_loss, validation_no_grad,
 append_predictions, oom_retry and MODE in segments, tensors, expandable.
 """
@@ -457,6 +457,36 @@ torch.cuda.synchronize()
 print("grads", len(grads))
 """
 
+BACKWARD_OOM = r"""
+import torch
+grads = []
+
+
+def train(x):
+    try:
+        for _ in range(100):
+            x.grad = None
+            x.sum().backward()  # SITE
+            grads.append(x.grad)
+    except torch.OutOfMemoryError:
+        print("oom in backward after", len(grads), "gradients")
+        return
+    raise SystemExit("no OOM")
+
+
+train(torch.zeros(3 * 1024 * 1024, device="cuda", requires_grad=True))
+"""
+
+OOM_RECOVERED = r"""
+import torch
+a = torch.empty(40 * 1024 * 1024, dtype=torch.uint8, device="cuda")
+del a  # its 40 MiB segment stays in the cache
+b = torch.empty(48 * 1024 * 1024, dtype=torch.uint8, device="cuda")  # SITE
+s = torch.cuda.memory_stats()
+print("retries", s["num_alloc_retries"], "ooms", s["num_ooms"])
+"""
+
+
 def site_line(source):
     return next(i for i, l in enumerate(source.splitlines(), 1) if l.rstrip().endswith("# SITE"))
 
@@ -491,6 +521,45 @@ def scenario_backward_growth():
         check(bool(at), f"growth flagged with the backward() line {line} of the user's file")
         check(any("<autograd AccumulateGrad>" in autograd_label(g) for g in at),
               "the growth names its autograd node (<autograd AccumulateGrad>)")
+    done()
+
+
+def scenario_backward_oom():
+    with tempfile.TemporaryDirectory(prefix="tseal-torch-") as tmp:
+        script, out, p, r = run_inline(tmp, "backward_oom", BACKWARD_OOM, ran="oom in backward",
+                                       extra={"SIMCUDA_MEMORY_BYTES": "64MiB"})
+        ooms = r.get("ooms") or []
+        line = site_line(BACKWARD_OOM)
+        for o in ooms:
+            print(f"  oom: {o['requested_bytes']} B recovered={o.get('recovered')} "
+                  f"{[(os.path.basename(f['file']), f['line'], f['function']) for f in o['python_frames'][:4]]}")
+        check(bool(ooms), "the OOM is reported")
+        check(all(any(f["line"] == line for f in frames_in(o, script)) for o in ooms),
+              f"every OOM entry has the backward() line {line} in its Python frames")
+        check(all(autograd_label(o) for o in ooms), "every OOM entry names its autograd node")
+        check(ooms and all(o.get("recovered") is False for o in ooms), "the OOM is unrecovered")
+        dumps = dumps_of(out)
+        check(len(dumps) == 1 and load(dumps[0]).get("trigger") == "oom",
+              f"the unrecovered OOM wrote one OOM dump: {[os.path.basename(d) for d in dumps]}")
+    done()
+
+
+def scenario_oom_recovered():
+    with tempfile.TemporaryDirectory(prefix="tseal-torch-") as tmp:
+        script, out, p, r = run_inline(tmp, "oom_recovered", OOM_RECOVERED,
+                                       extra={"SIMCUDA_MEMORY_BYTES": "64MiB"})
+        check("retries 1 ooms 0" in p.stdout, "torch retried once and saw no OOM")
+        ooms = r.get("ooms") or []
+        for o in ooms:
+            print(f"  oom: {o['requested_bytes']} B recovered={o.get('recovered')}")
+        check(bool(ooms), "the failed cudaMalloc is in ooms[]")
+        check(ooms and all(o.get("recovered") is True for o in ooms), "... as recovered")
+        dumps = dumps_of(out)
+        check(not dumps, f"no OOM dump: {[os.path.basename(d) for d in dumps]}")
+        c = subprocess.run([CLI, "check", out + ".json"], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+        print("  " + c.stdout.strip().replace("\n", "\n  "))
+        check(c.returncode == 0, "torchseal check passes")
     done()
 
 
@@ -540,9 +609,12 @@ def scenario_pinned_cache_tensors():
     done()
 
 
-# Issue 15's verdicts: Python lines for autograd threads.
+# Issue 15's verdicts: Python lines for autograd threads, OOMs as the program
+# saw them.
 VERDICT_SCENARIOS = {
     "backward-growth": scenario_backward_growth,
+    "backward-oom": scenario_backward_oom,
+    "oom-recovered": scenario_oom_recovered,
 }
 
 
