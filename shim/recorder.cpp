@@ -365,6 +365,10 @@ StepSample Recorder::sample_sites(uint64_t step, uint64_t t) {
 }
 
 void Recorder::on_step(bool window) {
+  // A time window that ends while Python tears down would sample what the
+  // teardown freed (the series ending in 0 hid steady growth), not what
+  // the program kept.
+  if (window && py::interpreter_exiting()) return;
   uint64_t t = now_ns();
   uint64_t n = (window ? windows_ : steps_).fetch_add(1, std::memory_order_relaxed) + 1;
   if (history::enabled())

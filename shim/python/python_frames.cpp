@@ -214,6 +214,23 @@ __attribute__((noinline)) PyStackId capture_borrowed(const Interp &in, uintptr_t
 
 }  // namespace
 
+bool interpreter_exiting() {
+  static std::atomic<bool> exiting{false};
+  static std::atomic<bool> seen_running{false};
+  if (exiting.load(std::memory_order_relaxed)) return true;
+  if (g_state.load(std::memory_order_acquire) != kActive) return false;
+  const Interp &in = g_interp;
+  // Finalizing is set before modules are torn down; after Py_FinalizeEx
+  // returns, only "no longer initialized" is left to see.
+  bool initialized = in.is_initialized();
+  if (in.is_finalizing() || (!initialized && seen_running.load(std::memory_order_relaxed))) {
+    exiting.store(true, std::memory_order_relaxed);
+    return true;
+  }
+  if (initialized) seen_running.store(true, std::memory_order_relaxed);
+  return false;
+}
+
 void set_borrow_label(BorrowLabelFn fn) { g_borrow_label.store(fn, std::memory_order_release); }
 
 PyStackId capture() {

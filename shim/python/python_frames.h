@@ -45,6 +45,11 @@ PyStackId capture();
 using BorrowLabelFn = bool (*)(char *out, size_t cap);
 void set_borrow_label(BorrowLabelFn fn);
 
+// True once the interpreter has begun finalizing (or has finished): module
+// globals are being freed, so what is live no longer says what the program
+// kept. Stays true. False without Python. Reads runtime flags, no GIL.
+bool interpreter_exiting();
+
 // Every interned stack, indexed by PyStackId (out[0] is the empty stack).
 void export_all(std::vector<std::vector<PyFrame>> &out);
 

@@ -8,7 +8,7 @@ TSEAL_TORCH_CLI, TSEAL_TORCH_BUILD, TSEAL_TORCH_SOURCE. Exit 0 pass, 1 fail,
 77 skip (always with a loud reason on stderr).
 
 Scenarios: env, smoke, truth-tensors, truth-segments, memory-viz, dataloader,
-backward-growth, backward-oom, oom-recovered,
+backward-growth, backward-oom, oom-recovered, window-growth,
 and PATTERN-MODE for PATTERN in accumulate_loss, validation_no_grad,
 append_predictions, oom_retry and MODE in segments, tensors, expandable.
 """
@@ -563,6 +563,51 @@ def scenario_oom_recovered():
     done()
 
 
+# ------------------------------------------------------------ time windows
+# No step marks: growth is judged per time window. A window that ends while
+# the interpreter finalizes would sample the teardown's frees.
+WINDOW_GROWTH = r"""
+import time, torch
+kept = []
+for _ in range(40):  # 4 s: about 16 windows of 0.25 s, 8 needed after warm-up
+    kept.append(torch.empty(256 * 1024, device="cuda"))  # SITE: 1 MiB a step
+    time.sleep(0.1)
+torch.cuda.synchronize()
+print("kept", len(kept))
+"""
+
+HOG = "import time\nt = time.time() + 600\nwhile time.time() < t: pass\n"
+
+
+def scenario_window_growth():
+    py = prerequisites()
+    line = next(i for i, l in enumerate(WINDOW_GROWTH.splitlines(), 1) if "# SITE" in l)
+    with tempfile.TemporaryDirectory(prefix="tseal-torch-") as tmp:
+        script = os.path.join(tmp, "grower.py")
+        open(script, "w").write(WINDOW_GROWTH)
+        for load_kind in ("quiet", "loaded"):
+            hogs = [subprocess.Popen([sys.executable, "-c", HOG]) for _ in range(3)] \
+                if load_kind == "loaded" else []
+            try:
+                for i in range(3):
+                    out = os.path.join(tmp, f"{load_kind}{i}")
+                    p = run(py, [script], shim=True, mode="tensors", output=out,
+                            extra={"TORCHSEAL_STEP_SECONDS": "0.25"})
+                    if not check(p.returncode == 0 and os.path.exists(out + ".json"),
+                                 f"{load_kind} run {i} ran"):
+                        continue
+                    growth = load(out + ".json").get("growth") or []
+                    for g in growth:
+                        print(f"  growth: {describe(g)}")
+                    check(any(any(f["line"] == line for f in frames_in(g, script)) for g in growth),
+                          f"{load_kind} run {i}: the 1 MiB-a-step grower is flagged at line {line}")
+            finally:
+                for h in hogs:
+                    h.kill()
+                    h.wait()
+    done()
+
+
 # ------------------------------------------------------------ known shim bugs
 # Both are registered with should_fail in meson.build: they fail until the
 # shim is fixed, and then meson reports an unexpected pass.
@@ -610,11 +655,12 @@ def scenario_pinned_cache_tensors():
 
 
 # Issue 15's verdicts: Python lines for autograd threads, OOMs as the program
-# saw them.
+# saw them, time windows that stop at interpreter shutdown.
 VERDICT_SCENARIOS = {
     "backward-growth": scenario_backward_growth,
     "backward-oom": scenario_backward_oom,
     "oom-recovered": scenario_oom_recovered,
+    "window-growth": scenario_window_growth,
 }
 
 
