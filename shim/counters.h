@@ -25,7 +25,7 @@ class Counters {
   // in kSelfSample scaled by kSelfSample. The closing clock read was a
   // quarter of the shim's per-pair wall time (bench/RESULTS.md). Inline:
   // a thread that owns its stripe counts with plain loads and stores.
-  inline void end_event(uint64_t t0);
+  __attribute__((always_inline)) inline void end_event(uint64_t t0);
   static constexpr uint32_t kSelfSample = 16;
   static constexpr int64_t kFold = int64_t{1} << 20;
   inline void add_live(int64_t delta);

@@ -74,7 +74,7 @@ struct ThreadCacheHolder {
 };
 thread_local ThreadCacheHolder t_holder;
 
-ThreadCache *thread_cache() {
+__attribute__((always_inline)) inline ThreadCache *thread_cache() {
   ThreadCacheHolder &h = t_holder;
   if (!h.cache && !h.dead) h.cache = static_cast<ThreadCache *>(std::calloc(1, sizeof(ThreadCache)));
   return h.cache;
@@ -107,7 +107,7 @@ void probe_locked() {
   }
 }
 
-uint64_t stack_hash(const PositionKey *frames, int n) {
+__attribute__((always_inline)) inline uint64_t stack_hash(const PositionKey *frames, int n) {
   uint64_t h = 0x452821e638d01377ULL ^ static_cast<uint64_t>(n);
   // One multiply per frame (this runs on every event); mixed once at the end.
   for (int i = 0; i < n; ++i) {
