@@ -137,6 +137,7 @@ Report analyze(const AnalysisInput &in, Symbolizer &symbolizer, const AnalysisOp
     // From the failed request's own stack only: a rule matched on whatever
     // happened to fill the device (a dataset built once) would blame it.
     e.hint = find_hint(e.python_frames);
+    e.recovered = o.recovered;
     r.ooms.push_back(std::move(e));
   }
 

@@ -51,6 +51,9 @@ struct OomRecord {
   StackId stack = 0;
   PyStackId pystack = 0;
   std::vector<LiveAlloc> live_at_oom;        // snapshot used for top_sites
+  // The same thread's retry of the request succeeded (the caching allocator
+  // freed its cache and tried again): the program never saw this OOM.
+  bool recovered = false;
 };
 
 struct InvalidFree {

@@ -89,6 +89,7 @@ struct OomEntry {
   std::vector<PythonFrame> python_frames;
   std::vector<SiteTotal> top_sites;  // bytes descending
   std::optional<Hint> hint;
+  bool recovered = false;            // DESIGN 9: the retry succeeded; no dump, not counted
 };
 
 struct InvalidFreeEntry {

@@ -339,6 +339,11 @@ void read_report(const json &j, Report &r) {
     x.requested_bytes = get_u64(e, pth, "requested_bytes");
     x.device = get_int32_or_null(e, pth, "device", -1);
     x.live_bytes = get_u64(e, pth, "live_bytes");
+    // Added in version 1 (DESIGN 9): reports written before it have none.
+    if (auto rec = e.find("recovered"); rec != e.end()) {
+      if (!rec->is_boolean()) fail(pth + ".recovered", "expected true or false");
+      x.recovered = rec->get<bool>();
+    }
     x.frames = read_native(e, pth, "frames");
     x.python_frames = read_python(e, pth, "python_frames");
     const json &tops = get_array(e, pth, "top_sites");
@@ -476,6 +481,7 @@ std::string report_to_json(const Report &r) {
     }
     e["top_sites"] = std::move(tops);
     e["hint"] = hint_json(o.hint);
+    e["recovered"] = o.recovered;
     ooms.push_back(std::move(e));
   }
   j["ooms"] = std::move(ooms);

@@ -166,7 +166,9 @@ std::string report_to_text(const Report &r) {
   }
 
   for (const OomEntry &o : r.ooms) {
-    out += "\nOut of memory: " + clean(o.api) + " of " + u64(o.requested_bytes) + " byte(s) on device " +
+    // A recovered one never reached the program: the allocator's retry worked.
+    out += std::string(o.recovered ? "\nOut of memory, recovered by a retry: " : "\nOut of memory: ") +
+           clean(o.api) + " of " + u64(o.requested_bytes) + " byte(s) on device " +
            device_str(o.device) + " failed with " + u64(o.live_bytes) +
            " byte(s) live, requested from:\n";
     append_frames(out, o.frames, o.python_frames, is_python_site(r, o.python_frames), "    ");

@@ -7,6 +7,8 @@
 namespace torchseal {
 
 __thread Counters::Mine Counters::t_mine;
+__thread Counters::Mine Counters::t_parked;
+__thread Counters::WatchFn Counters::t_watch;
 
 namespace {
 std::atomic<uint32_t> g_next_stripe{1};
@@ -42,7 +44,17 @@ void Counters::fold(Stripe &s) {
 // A thread owns a stripe and counts in it with plain loads and stores: no
 // locked instruction on the hot path. Past kStripes - 1 threads alive at
 // once, the others share stripe 0 and add atomically.
-Counters::Mine &Counters::claim_stripe() {
+Counters::Mine &Counters::claim_stripe(int64_t delta) {
+  if (WatchFn fn = t_watch) {
+    if (!fn(delta)) return t_parked;
+    t_watch = nullptr;
+    t_mine = t_parked;
+    return t_mine;
+  }
+  return claim_new_stripe();
+}
+
+Counters::Mine &Counters::claim_new_stripe() {
   uint32_t id = take_free_stripe();
   if (!id) {
     id = g_next_stripe.load(std::memory_order_relaxed);
@@ -62,7 +74,20 @@ Counters::Mine &Counters::claim_stripe() {
 // At thread exit: the thread's live bytes go to the global count and its
 // stripe to the next thread. Events this thread still records after this
 // (other TLS destructors freeing memory) go to the shared stripe.
+void Counters::watch_thread(WatchFn fn) {
+  if (!t_watch) {
+    if (!t_mine.stripe) claim_new_stripe();
+    t_parked = t_mine;
+    t_mine.stripe = nullptr;
+  }
+  t_watch = fn;
+}
+
 void Counters::release_stripe() {
+  if (t_watch) {  // the watch ends with the thread
+    t_watch = nullptr;
+    t_mine = t_parked;
+  }
   Stripe *s = t_mine.stripe;
   if (!s || !t_mine.owned) return;
   fold(*s);

@@ -25,7 +25,7 @@ class Counters {
   // in kSelfSample scaled by kSelfSample. The closing clock read was a
   // quarter of the shim's per-pair wall time (bench/RESULTS.md). Inline:
   // a thread that owns its stripe counts with plain loads and stores.
-  inline void end_event(uint64_t t0);
+  __attribute__((always_inline)) inline void end_event(uint64_t t0);
   static constexpr uint32_t kSelfSample = 16;
   static constexpr int64_t kFold = int64_t{1} << 20;
   inline void add_live(int64_t delta);
@@ -45,6 +45,14 @@ class Counters {
   };
   // A thread's share goes to the global count (its exit, fork).
   void fold(Stripe &s);
+
+  // Sends the calling thread's next counter updates to `fn(delta)` (delta:
+  // the live-byte change of add_live, 0 for end_event) until it returns
+  // true. The hot path pays nothing for it: the thread's stripe is parked,
+  // so its updates take the unclaimed-stripe branch that already exists.
+  // For rare events only (an OOM waiting for its retry).
+  using WatchFn = bool (*)(int64_t delta);
+  void watch_thread(WatchFn fn);
   // Called at the calling thread's exit: folds its share, frees its stripe.
   void release_stripe();
 
@@ -55,7 +63,10 @@ class Counters {
     bool owned;
   };
   static __thread Mine t_mine __attribute__((tls_model("initial-exec")));
-  __attribute__((noinline)) Mine &claim_stripe();
+  static __thread Mine t_parked __attribute__((tls_model("initial-exec")));  // while watched
+  static __thread WatchFn t_watch __attribute__((tls_model("initial-exec")));
+  __attribute__((noinline)) Mine &claim_stripe(int64_t delta);
+  Mine &claim_new_stripe();
   void raise_peak(uint64_t now);
   void add_global(int64_t delta) {
     uint64_t now = live_.fetch_add(static_cast<uint64_t>(delta), std::memory_order_relaxed) +
@@ -79,7 +90,7 @@ inline Counters &counters() { return g_counters; }
 
 void Counters::end_event(uint64_t t0) {
   static_assert((kSelfSample & (kSelfSample - 1)) == 0);
-  Mine &m = t_mine.stripe ? t_mine : claim_stripe();
+  Mine &m = t_mine.stripe ? t_mine : claim_stripe(0);
   uint32_t n = ++m.events;
   bump(m.stripe->events, 1, m.owned);
   if (n <= kSelfSample)
@@ -89,7 +100,7 @@ void Counters::end_event(uint64_t t0) {
 }
 
 void Counters::add_live(int64_t delta) {
-  Mine &m = t_mine.stripe ? t_mine : claim_stripe();
+  Mine &m = t_mine.stripe ? t_mine : claim_stripe(delta);
   if (!m.owned) return add_global(delta);
   int64_t d = m.stripe->pending.load(std::memory_order_relaxed) + delta;
   if (d >= kFold || d <= -kFold) {

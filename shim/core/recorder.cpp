@@ -1,12 +1,18 @@
 #include "shim/core/recorder.h"
 
+#include <dlfcn.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <new>
 #include <unordered_map>
 
 #include "shim/core/counters.h"
 #include "shim/sink/history_writer.h"
+#include "shim/runtime/log.h"
 #include "shim/core/python/python_frames.h"
+#include "report/analysis/site.h"  // is_internal_module
 #include "shim/core/unwind/unwinder.h"
 
 namespace torchseal {
@@ -127,6 +133,65 @@ void Recorder::undo_free(const FreeToken &t) {
   counters().add_live(static_cast<int64_t>(t.rec.size));
 }
 
+namespace {
+// A retry is the same request when it asks for the same bytes from the same
+// Python stack and, past the CUDA libraries' own frames, its native stack
+// has the failed attempt's depth and differs only in the innermost frames:
+// the allocator's retry call sites (PyTorch: DeviceCachingAllocator::malloc
+// calls alloc_block again after freeing its cache). A program that handles
+// the error and allocates again from its own code comes back through a
+// different outer stack.
+constexpr int kRetryFrames = 3;
+constexpr int kChainDepth = 64;
+// A pending OOM not retried within this long was the program's to see.
+constexpr uint64_t kOomSettleNs = 2ull * 1000 * 1000 * 1000;
+
+uint32_t this_tid() { return static_cast<uint32_t>(syscall(SYS_gettid)); }
+
+// Frames inside the CUDA libraries, CUPTI or torchseal differ between a
+// failing and a succeeding call: a request's identity starts past them.
+int first_caller_frame(const uint64_t *ips, int n) {
+  int i = 0;
+  for (; i < n; ++i) {
+    Dl_info info;
+    if (!dladdr(reinterpret_cast<void *>(ips[i] - 1), &info) || !info.dli_fname ||
+        !is_internal_module(info.dli_fname))
+      break;
+  }
+  return i;
+}
+
+bool same_request(const std::vector<uint64_t> &failed, const uint64_t *ips, int n) {
+  int fn = static_cast<int>(failed.size());
+  int fs = first_caller_frame(failed.data(), fn), s = first_caller_frame(ips, n);
+  if (fn - fs != n - s) return false;
+  for (int i = kRetryFrames; i < n - s; ++i)
+    if (failed[static_cast<size_t>(fs + i)] != ips[s + i]) return false;
+  return true;
+}
+}  // namespace
+
+void Recorder::request_oom_dump(uint64_t t) {
+  uint64_t last = g_last_oom_dump.load(std::memory_order_relaxed);
+  if ((last == 0 || t - last >= kOomDumpIntervalNs) &&
+      g_last_oom_dump.compare_exchange_strong(last, t | 1))
+    history::request_dump("oom");
+}
+
+// Under misc_lock_. Moves the chain's records to ooms_; `dump` tells the
+// caller to ask for the OOM dump once the lock is released.
+void Recorder::resolve_locked(OomChain &c, bool recovered, bool &dump) {
+  for (OomRecord &o : c.records) {
+    o.recovered = recovered;
+    // Recovered retries are routine in a long PyTorch run: they keep their
+    // own few slots so they never crowd out the OOM the program saw.
+    if (recovered && recovered_kept_ >= kMaxOomSnapshots) continue;
+    recovered_kept_ += recovered;
+    ooms_.push_back(std::move(o));
+  }
+  dump = dump || !recovered;
+}
+
 void Recorder::on_oom(ApiId api, Family family, uint64_t size, int device) {
   uint64_t t0 = now_ns();
   OomRecord o;
@@ -143,26 +208,96 @@ void Recorder::on_oom(ApiId api, Family family, uint64_t size, int device) {
     e.device = static_cast<int16_t>(device);
     history::append(e);
   }
+  uint64_t ips[kChainDepth];
+  int n = capture_stack(ips, kChainDepth);
+  uint32_t tid = this_tid();
   bool keep;
   {
     Guard g(misc_lock_);
-    keep = ooms_.size() < kMaxOomSnapshots;
+    size_t unsettled = ooms_.size() - recovered_kept_;
+    for (const OomChain &c : pending_ooms_) unsettled += c.records.size();
+    keep = unsettled < kMaxOomSnapshots;
     ++ooms_total_;
   }
+  // The snapshot is taken now, at the failure, whatever is decided later.
   if (keep) {
     for (LiveTable *t : {&live_, &vmm_})
       t->for_each([&](const LiveRecord &r) {
         o.live_at_oom.push_back(to_live_alloc(r, DetectedAt::Exit));
       });
-    Guard g(misc_lock_);
-    ooms_.push_back(std::move(o));
   }
-  // After the record is in ooms_, so the dump the writer thread writes holds it.
-  uint64_t last = g_last_oom_dump.load(std::memory_order_relaxed);
-  if ((last == 0 || t0 - last >= kOomDumpIntervalNs) &&
-      g_last_oom_dump.compare_exchange_strong(last, t0 | 1))
-    history::request_dump("oom");
+  bool dump = false;
+  {
+    Guard g(misc_lock_);
+    auto it = std::find_if(pending_ooms_.begin(), pending_ooms_.end(),
+                           [&](const OomChain &c) { return c.tid == tid; });
+    if (it != pending_ooms_.end() &&
+        !(it->requested == size && it->pystack == o.pystack && same_request(it->ips, ips, n))) {
+      // A different request failed: the earlier one was final.
+      resolve_locked(*it, false, dump);
+      pending_ooms_.erase(it);
+      it = pending_ooms_.end();
+    }
+    if (it == pending_ooms_.end()) {
+      OomChain c;
+      c.tid = tid;
+      c.requested = size;
+      c.pystack = o.pystack;
+      c.ips.assign(ips, ips + n);
+      c.since_ns = t0;
+      pending_ooms_.push_back(std::move(c));
+      it = pending_ooms_.end() - 1;
+    }
+    if (keep) it->records.push_back(std::move(o));
+  }
+  if (dump) request_oom_dump(t0);
   counters().end_event(t0);
+  // The verdict comes with this thread's next allocation (on_oom_watch).
+  counters().watch_thread(&Recorder::on_oom_watch);
+}
+
+bool Recorder::on_oom_watch(int64_t delta) {
+  // Frees (the allocator releasing its cache) and the OOM's own count come
+  // first; the first allocation decides.
+  if (delta <= 0) return false;
+  recorder().settle_oom_retry(static_cast<uint64_t>(delta));
+  return true;
+}
+
+void Recorder::settle_oom_retry(uint64_t size) {
+  // Inside the retry's on_alloc: the same stacks that call recorded.
+  uint64_t ips[kChainDepth];
+  int n = capture_stack(ips, kChainDepth);
+  PyStackId pystack = py::capture();
+  uint32_t tid = this_tid();
+  bool dump = false;
+  {
+    Guard g(misc_lock_);
+    auto it = std::find_if(pending_ooms_.begin(), pending_ooms_.end(),
+                           [&](const OomChain &c) { return c.tid == tid; });
+    if (it == pending_ooms_.end()) return;  // settled by the writer's timeout
+    bool same = it->requested == size && it->pystack == pystack && same_request(it->ips, ips, n);
+    log::debug("OOM of %llu bytes %s by this thread's next allocation (%llu bytes)",
+               static_cast<unsigned long long>(it->requested), same ? "recovered" : "not recovered",
+               static_cast<unsigned long long>(size));
+    resolve_locked(*it, same, dump);
+    pending_ooms_.erase(it);
+  }
+  if (dump) request_oom_dump(now_ns());
+}
+
+void Recorder::settle_ooms(bool all) {
+  uint64_t t = now_ns();
+  bool dump = false;
+  {
+    Guard g(misc_lock_);
+    std::erase_if(pending_ooms_, [&](OomChain &c) {
+      if (!all && t - c.since_ns < kOomSettleNs) return false;
+      resolve_locked(c, false, dump);
+      return true;
+    });
+  }
+  if (dump) request_oom_dump(t);
 }
 
 void Recorder::on_teardown(ApiId api, int device, uint32_t context) {
@@ -230,6 +365,10 @@ StepSample Recorder::sample_sites(uint64_t step, uint64_t t) {
 }
 
 void Recorder::on_step(bool window) {
+  // A time window that ends while Python tears down would sample what the
+  // teardown freed (the series ending in 0 hid steady growth), not what
+  // the program kept.
+  if (window && py::interpreter_exiting()) return;
   uint64_t t = now_ns();
   uint64_t n = (window ? windows_ : steps_).fetch_add(1, std::memory_order_relaxed) + 1;
   if (history::enabled())
@@ -269,6 +408,9 @@ void Recorder::snapshot(AnalysisInput &in) {
     Guard g(misc_lock_);
     in.live.insert(in.live.end(), teardown_leaks_.begin(), teardown_leaks_.end());
     in.ooms = ooms_;
+    // Not decided yet (a dump while a retry is under way): as the program
+    // would see them if nothing retried.
+    for (const OomChain &c : pending_ooms_) in.ooms.insert(in.ooms.end(), c.records.begin(), c.records.end());
     // Explicit steps win; time windows stand in only when there are none.
     in.steps = step_samples_.empty() ? window_samples_ : step_samples_;
     in.invalid_frees = invalid_frees_;
@@ -294,6 +436,8 @@ void Recorder::reset_after_fork() {
   new (&misc_lock_) ShardLock();
   new (&teardown_leaks_) std::vector<LiveAlloc>();
   new (&ooms_) std::vector<OomRecord>();
+  new (&pending_ooms_) std::vector<OomChain>();
+  recovered_kept_ = 0;
   new (&invalid_frees_) std::vector<InvalidFree>();
   new (&step_samples_) std::vector<StepSample>();
   new (&window_samples_) std::vector<StepSample>();

@@ -26,7 +26,14 @@ class Recorder {
   FreeToken on_free(ApiId api, Family family, uint64_t addr, uint64_t stream);
   // The real free failed: the allocation is still live after all.
   void undo_free(const FreeToken &t);
+  // A failed allocation. Whether the program saw it is decided later
+  // (settle_oom_retry, settle_ooms): until then it is pending, with the
+  // snapshot taken now. Only an unrecovered one asks for an OOM dump.
   void on_oom(ApiId api, Family family, uint64_t size, int device);
+  // Pending OOMs that waited too long for a retry (all of them with `all`,
+  // at exit) become unrecovered, with their OOM dump. From the writer
+  // thread and at exit, never inside an intercepted call.
+  void settle_ooms(bool all);
   // Everything live on `device` (or in `context`, when non-zero) is freed by
   // the driver now: it becomes a leak detected at context teardown.
   void on_teardown(ApiId api, int device, uint32_t context);
@@ -52,6 +59,21 @@ class Recorder {
 
  private:
   StackId capture();
+  // An OOM whose verdict waits for its thread's next allocation: the failed
+  // attempts of one request (a retry that fails again joins the chain).
+  struct OomChain {
+    uint32_t tid = 0;
+    uint64_t requested = 0;
+    PyStackId pystack = 0;
+    std::vector<uint64_t> ips;  // the first failed attempt's native stack
+    uint64_t since_ns = 0;
+    std::vector<OomRecord> records;  // snapshots kept, at most kMaxOomSnapshots
+  };
+  // The calling thread's next allocation after its OOM (counters' watch).
+  static bool on_oom_watch(int64_t delta);
+  void settle_oom_retry(uint64_t size);
+  void resolve_locked(OomChain &c, bool recovered, bool &dump);
+  static void request_oom_dump(uint64_t t);
   StepSample sample_sites(uint64_t step, uint64_t t);
   LiveTable &table_for(Family f) { return f == Family::Vmm ? vmm_ : live_; }
 
@@ -60,7 +82,9 @@ class Recorder {
   LiveTable vmm_;  // cuMemCreate handles: their own namespace, not addresses
   ShardLock misc_lock_;  // guards the rare-event lists below
   std::vector<LiveAlloc> teardown_leaks_;
-  std::vector<OomRecord> ooms_;
+  std::vector<OomRecord> ooms_;  // decided ones
+  std::vector<OomChain> pending_ooms_;  // one per thread at most; under misc_lock_
+  size_t recovered_kept_ = 0;
   std::vector<InvalidFree> invalid_frees_;
   std::atomic<uint64_t> steps_{0};
   std::atomic<uint64_t> windows_{0};

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <new>
 
+#include "shim/core/python/autograd_node.h"
 #include "shim/core/counters.h"
 #include "shim/runtime/crash_flush.h"
 #include "shim/sink/history_writer.h"
@@ -122,6 +123,7 @@ void initialise() {
   log::set_level(cfg->log_level);
   g_config = cfg;
   py::init(cfg->python == PythonMode::Auto);
+  py::set_borrow_label(autograd_node_name);
   recorder().stack_depth = cfg->stack_depth;
   const char *unwinder = unwinder_init(cfg->unwind);
   report_files_init(*cfg);
@@ -192,6 +194,9 @@ __attribute__((destructor)) void at_exit() {
 #ifdef TORCHSEAL_HAVE_CUPTI_BACKEND
   cupti::stop();
 #endif
+  // An OOM still waiting for its retry was the program's: its dump is
+  // asked for now, so finish() still writes it.
+  recorder().settle_ooms(true);
   history::finish(true);
   unwinder_log_summary();
   int64_t leaks = write_report("exit");

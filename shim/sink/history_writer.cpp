@@ -408,6 +408,7 @@ void *writer_main(void *) {
       ssize_t ignored = read(s.wake_fd, &v, sizeof v);
       (void)ignored;
     }
+    recorder().settle_ooms(false);  // OOMs nothing retried: unrecovered, dumped
     if (next_window && now_ns() >= next_window) {
       if (!recorder().explicit_steps()) recorder().on_step(true);
       next_window += s.window_ns;

@@ -53,3 +53,30 @@ TEST_CASE("live bytes and the peak are exact with one allocating thread") {
   CHECK(counters().live_bytes() == live);
   CHECK(counters().peak_bytes() == peak);
 }
+
+namespace {
+std::vector<int64_t> g_seen;
+bool watch_until_alloc(int64_t delta) {
+  g_seen.push_back(delta);
+  return delta > 0;
+}
+}  // namespace
+
+TEST_CASE("a watched thread's updates reach the watch until it says stop, and still count") {
+  counters().reset();
+  g_seen.clear();
+  std::thread([] {
+    uint64_t t0 = torchseal::now_ns();
+    counters().add_live(100);
+    counters().end_event(t0);
+    counters().watch_thread(&watch_until_alloc);
+    counters().add_live(-40);  // seen, watch goes on
+    counters().end_event(t0);  // seen as 0
+    counters().add_live(7);    // seen, watch ends
+    counters().add_live(5);    // not seen
+    counters().end_event(t0);
+  }).join();
+  CHECK(g_seen == std::vector<int64_t>{-40, 0, 7});
+  CHECK(counters().events() == 3);
+  CHECK(counters().live_bytes() == 72);
+}

@@ -8,6 +8,7 @@ TSEAL_TORCH_CLI, TSEAL_TORCH_BUILD, TSEAL_TORCH_SOURCE. Exit 0 pass, 1 fail,
 77 skip (always with a loud reason on stderr).
 
 Scenarios: env, smoke, truth-tensors, truth-segments, memory-viz, dataloader,
+backward-growth, backward-oom, oom-recovered, window-growth,
 and PATTERN-MODE for PATTERN in accumulate_loss, validation_no_grad,
 append_predictions, oom_retry and MODE in segments, tensors, expandable.
 """
@@ -273,8 +274,12 @@ def scenario_pattern(pattern, mode):
             CHECK.true(f"{pattern} fixed: no growth at {pattern}.py ({mode})"
                        + (f": {[describe(g) for g in bad]}" if bad else ""), not bad)
             if mode == "tensors":
+                # The model's .grad tensors (module globals) are alive at
+                # exit in both twins. Made by the autograd engine, they carry
+                # the borrowed backward() line under an <autograd ...> label;
+                # they are reachable, not the pattern's memory (DESIGN 9).
                 live_user = [l for l in r.get("leaks", []) if frames_in(l, script)
-                             and l.get("kind") != "host-pinned"]
+                             and l.get("kind") != "host-pinned" and not autograd_label(l)]
                 CHECK.true(f"{pattern} fixed: nothing from {pattern}.py live at exit "
                            f"({[describe(l) for l in live_user]})", not live_user)
     done()
@@ -450,6 +455,183 @@ def scenario_dataloader():
     done()
 
 
+# ------------------------------------------------------------ autograd threads
+# Gradients are allocated on the autograd engine's device thread, which has
+# no Python frames; its events borrow the stack of the thread waiting in
+# backward, under a label frame naming the autograd node.
+BACKWARD_GROWTH = r"""
+import torch
+from _common import step
+grads = []
+
+
+def train(x):
+    for _ in range(12):
+        x.grad = None
+        loss = x.sum()
+        loss.backward()  # SITE
+        grads.append(x.grad)  # the gradient was allocated in backward
+        step()
+
+
+# 12 MiB: a segment of its own per gradient (the caching allocator rounds
+# requests over 10 MiB to 2 MiB), made by AccumulateGrad on the engine thread.
+train(torch.zeros(3 * 1024 * 1024, device="cuda", requires_grad=True))
+torch.cuda.synchronize()
+print("grads", len(grads))
+"""
+
+BACKWARD_OOM = r"""
+import torch
+grads = []
+
+
+def train(x):
+    try:
+        for _ in range(100):
+            x.grad = None
+            x.sum().backward()  # SITE
+            grads.append(x.grad)
+    except torch.OutOfMemoryError:
+        print("oom in backward after", len(grads), "gradients")
+        return
+    raise SystemExit("no OOM")
+
+
+train(torch.zeros(3 * 1024 * 1024, device="cuda", requires_grad=True))
+"""
+
+OOM_RECOVERED = r"""
+import torch
+a = torch.empty(40 * 1024 * 1024, dtype=torch.uint8, device="cuda")
+del a  # its 40 MiB segment stays in the cache
+b = torch.empty(48 * 1024 * 1024, dtype=torch.uint8, device="cuda")  # SITE
+s = torch.cuda.memory_stats()
+print("retries", s["num_alloc_retries"], "ooms", s["num_ooms"])
+"""
+
+
+def site_line(source):
+    return next(i for i, l in enumerate(source.splitlines(), 1) if l.rstrip().endswith("# SITE"))
+
+
+def autograd_label(entry):
+    return [f["function"] for f in entry.get("python_frames") or []
+            if f.get("function", "").startswith("<autograd ")]
+
+
+def run_inline(tmp, name, source, ran="", **kw):
+    """Runs `source` under the shim: (script, output prefix, process, P.json),
+    or ends the scenario when it did not run or print `ran`."""
+    py = prerequisites()
+    script = os.path.join(tmp, name + ".py")
+    open(script, "w").write(source)
+    out = os.path.join(tmp, name)
+    p = run(py, [script], shim=True, output=out, **kw)
+    if not check(p.returncode == 0 and ran in p.stdout and os.path.exists(out + ".json"),
+                 f"{name} ran{' (' + ran + ')' if ran else ''} and wrote P.json"):
+        done()
+    return script, out, p, load(out + ".json")
+
+
+def scenario_backward_growth():
+    with tempfile.TemporaryDirectory(prefix="tseal-torch-") as tmp:
+        script, out, p, r = run_inline(tmp, "backward_growth", BACKWARD_GROWTH)
+        growth = r.get("growth") or []
+        for g in growth:
+            print(f"  growth: {describe(g)} labels={autograd_label(g)}")
+        line = site_line(BACKWARD_GROWTH)
+        at = [g for g in growth if any(f["line"] == line for f in frames_in(g, script))]
+        check(bool(at), f"growth flagged with the backward() line {line} of the user's file")
+        check(any("<autograd AccumulateGrad>" in autograd_label(g) for g in at),
+              "the growth names its autograd node (<autograd AccumulateGrad>)")
+    done()
+
+
+def scenario_backward_oom():
+    with tempfile.TemporaryDirectory(prefix="tseal-torch-") as tmp:
+        script, out, p, r = run_inline(tmp, "backward_oom", BACKWARD_OOM, ran="oom in backward",
+                                       extra={"SIMCUDA_MEMORY_BYTES": "64MiB"})
+        ooms = r.get("ooms") or []
+        line = site_line(BACKWARD_OOM)
+        for o in ooms:
+            print(f"  oom: {o['requested_bytes']} B recovered={o.get('recovered')} "
+                  f"{[(os.path.basename(f['file']), f['line'], f['function']) for f in o['python_frames'][:4]]}")
+        check(bool(ooms), "the OOM is reported")
+        check(all(any(f["line"] == line for f in frames_in(o, script)) for o in ooms),
+              f"every OOM entry has the backward() line {line} in its Python frames")
+        check(all(autograd_label(o) for o in ooms), "every OOM entry names its autograd node")
+        check(ooms and all(o.get("recovered") is False for o in ooms), "the OOM is unrecovered")
+        dumps = dumps_of(out)
+        check(len(dumps) == 1 and load(dumps[0]).get("trigger") == "oom",
+              f"the unrecovered OOM wrote one OOM dump: {[os.path.basename(d) for d in dumps]}")
+    done()
+
+
+def scenario_oom_recovered():
+    with tempfile.TemporaryDirectory(prefix="tseal-torch-") as tmp:
+        script, out, p, r = run_inline(tmp, "oom_recovered", OOM_RECOVERED,
+                                       extra={"SIMCUDA_MEMORY_BYTES": "64MiB"})
+        check("retries 1 ooms 0" in p.stdout, "torch retried once and saw no OOM")
+        ooms = r.get("ooms") or []
+        for o in ooms:
+            print(f"  oom: {o['requested_bytes']} B recovered={o.get('recovered')}")
+        check(bool(ooms), "the failed cudaMalloc is in ooms[]")
+        check(ooms and all(o.get("recovered") is True for o in ooms), "... as recovered")
+        dumps = dumps_of(out)
+        check(not dumps, f"no OOM dump: {[os.path.basename(d) for d in dumps]}")
+        c = subprocess.run([CLI, "check", out + ".json"], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+        print("  " + c.stdout.strip().replace("\n", "\n  "))
+        check(c.returncode == 0, "torchseal check passes")
+    done()
+
+
+# ------------------------------------------------------------ time windows
+# No step marks: growth is judged per time window. A window that ends while
+# the interpreter finalizes would sample the teardown's frees.
+WINDOW_GROWTH = r"""
+import time, torch
+kept = []
+for _ in range(40):  # 4 s: about 16 windows of 0.25 s, 8 needed after warm-up
+    kept.append(torch.empty(256 * 1024, device="cuda"))  # SITE: 1 MiB a step
+    time.sleep(0.1)
+torch.cuda.synchronize()
+print("kept", len(kept))
+"""
+
+HOG = "import time\nt = time.time() + 600\nwhile time.time() < t: pass\n"
+
+
+def scenario_window_growth():
+    py = prerequisites()
+    line = next(i for i, l in enumerate(WINDOW_GROWTH.splitlines(), 1) if "# SITE" in l)
+    with tempfile.TemporaryDirectory(prefix="tseal-torch-") as tmp:
+        script = os.path.join(tmp, "grower.py")
+        open(script, "w").write(WINDOW_GROWTH)
+        for load_kind in ("quiet", "loaded"):
+            hogs = [subprocess.Popen([sys.executable, "-c", HOG]) for _ in range(3)] \
+                if load_kind == "loaded" else []
+            try:
+                for i in range(3):
+                    out = os.path.join(tmp, f"{load_kind}{i}")
+                    p = run(py, [script], shim=True, mode="tensors", output=out,
+                            extra={"TORCHSEAL_STEP_SECONDS": "0.25"})
+                    if not check(p.returncode == 0 and os.path.exists(out + ".json"),
+                                 f"{load_kind} run {i} ran"):
+                        continue
+                    growth = load(out + ".json").get("growth") or []
+                    for g in growth:
+                        print(f"  growth: {describe(g)}")
+                    check(any(any(f["line"] == line for f in frames_in(g, script)) for g in growth),
+                          f"{load_kind} run {i}: the 1 MiB-a-step grower is flagged at line {line}")
+            finally:
+                for h in hogs:
+                    h.kill()
+                    h.wait()
+    done()
+
+
 # ------------------------------------------------------------ known shim bugs
 # Both are registered with should_fail in meson.build: they fail until the
 # shim is fixed, and then meson reports an unexpected pass.
@@ -496,6 +678,16 @@ def scenario_pinned_cache_tensors():
     done()
 
 
+# Issue 15's verdicts: Python lines for autograd threads, OOMs as the program
+# saw them, time windows that stop at interpreter shutdown.
+VERDICT_SCENARIOS = {
+    "backward-growth": scenario_backward_growth,
+    "backward-oom": scenario_backward_oom,
+    "oom-recovered": scenario_oom_recovered,
+    "window-growth": scenario_window_growth,
+}
+
+
 def main():
     if len(sys.argv) != 2:
         print(__doc__)
@@ -519,6 +711,8 @@ def main():
             scenario_replay_segments()
         if s == "pinned-cache-tensors":
             scenario_pinned_cache_tensors()
+        if s in VERDICT_SCENARIOS:
+            VERDICT_SCENARIOS[s]()
         pattern, _, mode = s.rpartition("-")
         if pattern in LEAKY_FUNCS and mode in ("segments", "tensors", "expandable"):
             scenario_pattern(pattern, mode)

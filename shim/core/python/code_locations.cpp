@@ -33,6 +33,12 @@ LocId LocationTable::intern(const DecodedLocation &d) {
   return it->second;
 }
 
+LocId LocationTable::intern_label(const std::string &function) {
+  DecodedLocation d;
+  d.function = function;
+  return intern(d);
+}
+
 void LocationTable::frames(const LocId *ids, size_t n, std::vector<PyFrame> &out) {
   Guard g(intern_lock_);
   for (size_t i = 0; i < n; ++i) {

@@ -33,6 +33,10 @@ class LocationTable {
   // be read.
   LocId resolve(const Interp &in, const PositionKey &key);
 
+  // A frame that is not code: (function, "", 0), such as the autograd node
+  // a borrowed stack was captured for.
+  LocId intern_label(const std::string &function);
+
   // Appends the frames for `ids` (unknown ids give an empty frame).
   void frames(const LocId *ids, size_t n, std::vector<PyFrame> &out);
 

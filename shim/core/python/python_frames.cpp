@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "shim/core/python/backward_waiter.h"
 #include "shim/core/python/code_locations.h"
 #include "shim/core/python/frame_walker.h"
 #include "shim/runtime/log.h"
@@ -73,7 +74,7 @@ struct ThreadCacheHolder {
 };
 thread_local ThreadCacheHolder t_holder;
 
-ThreadCache *thread_cache() {
+__attribute__((always_inline)) inline ThreadCache *thread_cache() {
   ThreadCacheHolder &h = t_holder;
   if (!h.cache && !h.dead) h.cache = static_cast<ThreadCache *>(std::calloc(1, sizeof(ThreadCache)));
   return h.cache;
@@ -106,7 +107,7 @@ void probe_locked() {
   }
 }
 
-uint64_t stack_hash(const PositionKey *frames, int n) {
+__attribute__((always_inline)) inline uint64_t stack_hash(const PositionKey *frames, int n) {
   uint64_t h = 0x452821e638d01377ULL ^ static_cast<uint64_t>(n);
   // One multiply per frame (this runs on every event); mixed once at the end.
   for (int i = 0; i < n; ++i) {
@@ -163,6 +164,75 @@ std::string version() {
                                                             : std::string();
 }
 
+namespace {
+
+std::atomic<BorrowLabelFn> g_borrow_label{nullptr};
+
+// Frames (innermost first) to a PyStackId, through the thread's caches.
+// `label` (0 = none) goes in as the innermost frame and into the hash.
+__attribute__((always_inline)) inline PyStackId intern_frames(const Interp &in, const PositionKey *frames, int n, LocId label) {
+  ThreadCache *tc = thread_cache();
+  uint64_t h = stack_hash(frames, n);
+  if (label) h = mix64(h ^ label) | 1;
+  ThreadCache::StackSlot *slot = nullptr;
+  if (tc) {
+    slot = &tc->stacks[(h >> 11) & (ThreadCache::kStacks - 1)];
+    if (slot->hash == h) return slot->id;
+  }
+
+  LocId ids[kMaxPyFrames + 1];
+  int m = 0;
+  if (label) ids[m++] = label;
+  for (int i = 0; i < n; ++i) {
+    LocId id = resolve_position(in, tc, frames[i]);
+    if (id) ids[m++] = id;
+  }
+  if (in.is_finalizing()) return 0;
+  PyStackId id = stacks().intern(ids, static_cast<size_t>(m), PyStackTable::hash(ids, static_cast<size_t>(m)));
+  if (slot && id) *slot = {h, id};
+  return id;
+}
+
+// A thread with a thread state and no frames: PyTorch's autograd engine
+// thread, running backward for a thread that waits in it. Never reached by
+// a thread that has frames of its own.
+__attribute__((noinline)) PyStackId capture_borrowed(const Interp &in, uintptr_t self) {
+  uintptr_t waiter = find_backward_waiter(in, self);
+  if (!waiter) return 0;
+  PositionKey frames[kMaxPyFrames];
+  // The waiter is blocked until this engine thread finishes the node it is
+  // running, so its frames stay put while they are read and resolved.
+  int n = walk_frames(in, waiter, frames, kMaxPyFrames);
+  if (n == 0 || in.is_finalizing()) return 0;
+  char node[128];
+  std::string label = "<autograd ";
+  BorrowLabelFn fn = g_borrow_label.load(std::memory_order_acquire);
+  label += fn && fn(node, sizeof node) ? node : "engine";
+  label += '>';
+  return intern_frames(in, frames, n, locations().intern_label(label));
+}
+
+}  // namespace
+
+bool interpreter_exiting() {
+  static std::atomic<bool> exiting{false};
+  static std::atomic<bool> seen_running{false};
+  if (exiting.load(std::memory_order_relaxed)) return true;
+  if (g_state.load(std::memory_order_acquire) != kActive) return false;
+  const Interp &in = g_interp;
+  // Finalizing is set before modules are torn down; after Py_FinalizeEx
+  // returns, only "no longer initialized" is left to see.
+  bool initialized = in.is_initialized();
+  if (in.is_finalizing() || (!initialized && seen_running.load(std::memory_order_relaxed))) {
+    exiting.store(true, std::memory_order_relaxed);
+    return true;
+  }
+  if (initialized) seen_running.store(true, std::memory_order_relaxed);
+  return false;
+}
+
+void set_borrow_label(BorrowLabelFn fn) { g_borrow_label.store(fn, std::memory_order_release); }
+
 PyStackId capture() {
   int state = g_state.load(std::memory_order_acquire);
   if (state != kActive) {
@@ -179,29 +249,11 @@ PyStackId capture() {
 
   PositionKey frames[kMaxPyFrames];
   int n = walk_frames(in, tstate, frames, kMaxPyFrames);
-  if (n == 0) return 0;
+  if (n == 0) return capture_borrowed(in, tstate);
   // Finalization may have started during the walk: past this point thread
   // states and code objects of other threads can be freed under us.
   if (in.is_finalizing()) return 0;
-
-  ThreadCache *tc = thread_cache();
-  uint64_t h = stack_hash(frames, n);
-  ThreadCache::StackSlot *slot = nullptr;
-  if (tc) {
-    slot = &tc->stacks[(h >> 11) & (ThreadCache::kStacks - 1)];
-    if (slot->hash == h) return slot->id;
-  }
-
-  LocId ids[kMaxPyFrames];
-  int m = 0;
-  for (int i = 0; i < n; ++i) {
-    LocId id = resolve_position(in, tc, frames[i]);
-    if (id) ids[m++] = id;
-  }
-  if (in.is_finalizing()) return 0;
-  PyStackId id = stacks().intern(ids, static_cast<size_t>(m), PyStackTable::hash(ids, static_cast<size_t>(m)));
-  if (slot && id) *slot = {h, id};
-  return id;
+  return intern_frames(in, frames, n, 0);
 }
 
 void export_all(std::vector<std::vector<PyFrame>> &out) {
@@ -228,6 +280,7 @@ void reset_after_fork() {
   g_probe_lock.reset_after_fork();
   locations().reset_locks_after_fork();
   stacks().reset_locks_after_fork();
+  reset_waiters_after_fork();
 }
 
 }  // namespace torchseal::py

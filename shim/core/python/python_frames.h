@@ -33,7 +33,22 @@ std::string version();
 // HOT PATH: the calling thread's Python stack, innermost first (at most 128
 // frames, the innermost kept), interned. 0 = no Python frames (no Python, a
 // thread without a Python thread state, interpreter finalizing).
+// A thread with a thread state but no frames (PyTorch's autograd engine
+// thread) borrows the stack of the thread waiting in backward, below a label
+// frame "<autograd NODE>" (file "", line 0); see backward_waiter.h.
 PyStackId capture();
+
+// Names what a frameless thread is doing for the thread whose stack it
+// borrows: writes e.g. "PowBackward0" (the autograd node on the calling
+// thread's native stack) into `out` and returns true, or returns false.
+// Called only on the borrowed-stack path, inside the intercepted call.
+using BorrowLabelFn = bool (*)(char *out, size_t cap);
+void set_borrow_label(BorrowLabelFn fn);
+
+// True once the interpreter has begun finalizing (or has finished): module
+// globals are being freed, so what is live no longer says what the program
+// kept. Stays true. False without Python. Reads runtime flags, no GIL.
+bool interpreter_exiting();
 
 // Every interned stack, indexed by PyStackId (out[0] is the empty stack).
 void export_all(std::vector<std::vector<PyFrame>> &out);

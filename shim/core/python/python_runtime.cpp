@@ -111,6 +111,9 @@ ProbeResult probe_interpreter(Interp &out, std::string &why) {
   out.is_initialized = fn<int (*)()>(scope, "Py_IsInitialized");
   out.is_finalizing = fn<int (*)()>(scope, minor >= 13 ? "Py_IsFinalizing" : "_Py_IsFinalizing");
   out.this_thread_state = fn<void *(*)()>(scope, "PyGILState_GetThisThreadState");
+  out.main_interp = fn<void *(*)()>(scope, "PyInterpreterState_Main");
+  out.thread_head = fn<void *(*)(void *)>(scope, "PyInterpreterState_ThreadHead");
+  out.thread_next = fn<void *(*)(void *)>(scope, "PyThreadState_Next");
   out.code_type = reinterpret_cast<uintptr_t>(scope.find("PyCode_Type"));
   out.unicode_type = reinterpret_cast<uintptr_t>(scope.find("PyUnicode_Type"));
   out.bytes_type = reinterpret_cast<uintptr_t>(scope.find("PyBytes_Type"));

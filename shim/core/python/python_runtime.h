@@ -22,6 +22,13 @@ struct Interp {
   int (*is_finalizing)() = nullptr;
   void *(*this_thread_state)() = nullptr;
 
+  // Optional (borrowed stacks, backward_waiter.h): the main interpreter and
+  // its thread-state list. Pure reads of runtime and interpreter fields.
+  // Null when not exported; then no thread's stack is borrowed.
+  void *(*main_interp)() = nullptr;
+  void *(*thread_head)(void *interp) = nullptr;
+  void *(*thread_next)(void *tstate) = nullptr;
+
   // Type objects, compared with ob_type to validate pointers before use.
   uintptr_t code_type = 0;
   uintptr_t unicode_type = 0;
