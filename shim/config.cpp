@@ -130,6 +130,13 @@ bool parse_config(Config &c, std::string &error) {
       return false;
     }
   }
+  if (const char *v = env("TORCHSEAL_HOLDERS")) {
+    static const std::pair<const char *, bool> kHolders[] = {{"auto", true}, {"off", false}};
+    if (!pick(v, kHolders, c.holders)) {
+      error = bad("TORCHSEAL_HOLDERS", v, "auto, off");
+      return false;
+    }
+  }
   if (const char *v = env("TORCHSEAL_UNWIND")) {
     static const std::pair<const char *, UnwindMode> kUnwind[] = {
         {"fast", UnwindMode::Fast}, {"libunwind", UnwindMode::Libunwind},

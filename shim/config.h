@@ -22,6 +22,7 @@ struct Config {
   int exit_code = -1;                   // -1: leave the exit status alone
   int stack_depth = 64;
   bool python = true;
+  bool holders = true;                  // TORCHSEAL_HOLDERS: the Python holder scan
   UnwindMode unwind = UnwindMode::Fast;
   TorchMode torch = TorchMode::Segments;
   std::string step_range;               // regex; empty = unset

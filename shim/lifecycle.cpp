@@ -21,6 +21,7 @@
 #include "log.h"
 #include "recorder.h"
 #include "report_files.h"
+#include "safe_points.h"
 #include "unwind/unwinder.h"
 
 namespace torchseal {
@@ -50,6 +51,7 @@ void after_fork_child() {
   unwinder_after_fork();
   recorder().reset_after_fork();
   py::reset_after_fork();
+  holders::reset_after_fork();
   history::reset_after_fork();
   g_record_fast.store(false, std::memory_order_relaxed);
   g_recorded_here.store(false, std::memory_order_relaxed);
@@ -104,6 +106,7 @@ void initialise() {
   log::set_level(cfg->log_level);
   g_config = cfg;
   py::init(cfg->python);
+  holders::init(cfg->holders);
   recorder().stack_depth = cfg->stack_depth;
   const char *unwinder = unwinder_init(cfg->unwind);
   report_files_init(*cfg);

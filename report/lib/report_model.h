@@ -35,6 +35,7 @@ struct Summary {
   uint64_t events = 0;
   uint64_t suppressed_bytes = 0;
   uint64_t cached_bytes = 0;
+  uint64_t reachable_bytes = 0;  // still held by Python objects at exit: not leaked
   Overhead overhead;
 };
 
@@ -47,6 +48,7 @@ struct LeakEntry {
   std::string detected_at = "exit";  // exit | context-teardown
   std::vector<NativeFrame> frames;
   std::vector<PythonFrame> python_frames;
+  std::vector<Holder> holders;  // largest first
 };
 
 struct GrowthEntry {
@@ -58,6 +60,7 @@ struct GrowthEntry {
   std::string api;
   std::vector<NativeFrame> frames;
   std::vector<PythonFrame> python_frames;
+  std::vector<Holder> holders;
 };
 
 struct SiteTotal {
@@ -75,6 +78,7 @@ struct OomEntry {
   std::vector<NativeFrame> frames;
   std::vector<PythonFrame> python_frames;
   std::vector<SiteTotal> top_sites;  // bytes descending
+  std::vector<Holder> holders;
 };
 
 struct InvalidFreeEntry {
@@ -101,6 +105,9 @@ struct Report {
   ProcessInfo process;
   Summary summary;
   std::vector<LeakEntry> leaks;  // bytes descending
+  // Python processes: memory live at exit that Python objects still hold
+  // (DESIGN.md section 9); shaped like leaks, never counted as leaked.
+  std::vector<LeakEntry> reachable;
   std::vector<GrowthEntry> growth;
   std::vector<OomEntry> ooms;
   std::vector<InvalidFreeEntry> invalid_frees;
