@@ -35,8 +35,9 @@ struct Summary {
   uint64_t events = 0;
   uint64_t suppressed_bytes = 0;
   uint64_t cached_bytes = 0;
-  uint64_t reachable_bytes = 0;  // still held by Python objects at exit: not leaked
   Overhead overhead;
+  // Last, so brace-initialised Summaries keep their meaning.
+  uint64_t reachable_bytes = 0;  // still held by Python objects at exit: not leaked
 };
 
 struct LeakEntry {

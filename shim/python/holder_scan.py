@@ -229,7 +229,9 @@ class _Search:
             if d is own_globals:
                 continue
             if mod.__name__ == "__main__":
-                where = _basename(getattr(mod, "__file__", "__main__"))
+                # runpy drops __main__.__file__ once the script returns (exit scan).
+                where = _basename(getattr(mod, "__file__", None) or
+                                  (sys.argv[0] if sys.argv and sys.argv[0] else "__main__"))
             else:
                 where = mod.__name__
             skip = self.skip
