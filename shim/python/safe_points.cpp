@@ -168,7 +168,8 @@ void scan(double budget, bool at_exit) {
       result.done = true;
       result.at_exit = at_exit;
       double t1 = now_s();
-      if (result.partial)
+      // A step scan cut short only thins growth holders; the next one may finish.
+      if (result.partial && budget > kStepBudget)
         log::warn("the holder scan stopped at its %.1f s budget; holders may be missing", budget);
       log::debug("holder scan: %zu storage(s), %zu chain(s), %.1f ms", result.storages.size(),
                  result.chains.size(), (t1 - t0) * 1e3);
