@@ -396,31 +396,36 @@ class _Search:
 
 
 def _index_of(step):
-    # "[12]" (a container index) -> 12, else None.
+    # A container index: "[12]", or ".12 (Linear)" (an nn.ModuleList child)
+    # -> (12, text before it, text after it); else None.
     if len(step) > 2 and step[0] == "[" and step[-1] == "]" and step[1:-1].isdigit():
-        return int(step[1:-1])
+        return int(step[1:-1]), "[", "]"
+    if step[:1] == ".":
+        name, sep, rest = step[1:].partition(" ")
+        if name.isdigit():
+            return int(name), ".", sep + rest
     return None
 
 
 def _group(search):
-    groups = {}   # shape -> [group id, steps, [lo, hi] per index step]
+    groups = {}   # shape -> [group id, steps, {position: (lo, hi, before, after)}]
     out = []
     for ptr, (nbytes, i) in search.storages.items():
         steps = search.chain(i)
-        shape = tuple("[#]" if _index_of(s) is not None else s for s in steps)
+        marks = [_index_of(s) for s in steps]
+        shape = tuple(s if m is None else m[1] + "#" + m[2] for s, m in zip(steps, marks))
         g = groups.get(shape)
         if g is None:
             g = groups[shape] = [len(groups), steps, {}]
-        for pos, s in enumerate(steps):
-            n = _index_of(s)
-            if n is not None:
-                lo, hi = g[2].get(pos, (n, n))
-                g[2][pos] = (min(lo, n), max(hi, n))
+        for pos, m in enumerate(marks):
+            if m is not None:
+                lo, hi, _, _ = g[2].get(pos, (m[0], m[0], "", ""))
+                g[2][pos] = (min(lo, m[0]), max(hi, m[0]), m[1], m[2])
         out.append("S%s%x%s%d%s%d" % (_SEP, ptr, _SEP, nbytes, _SEP, g[0]))
     for gid, steps, ranges in groups.values():
         shown = list(steps)
-        for pos, (lo, hi) in ranges.items():
-            shown[pos] = "[%d]" % lo if lo == hi else "[%d..%d]" % (lo, hi)
+        for pos, (lo, hi, before, after) in ranges.items():
+            shown[pos] = before + ("%d" % lo if lo == hi else "%d..%d" % (lo, hi)) + after
         if len(shown) > _MAX_CHAIN:
             keep = _MAX_CHAIN // 2
             shown = shown[:keep] + ["... %d more" % (len(shown) - 2 * keep)] + shown[-keep:]
