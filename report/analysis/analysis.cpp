@@ -9,6 +9,7 @@
 #include "report/analysis/site.h"
 #include "report/analysis/hints.h"
 #include "report/analysis/suppressions.h"
+#include "report/analysis/holders.h"
 
 namespace torchseal {
 namespace {
@@ -57,6 +58,56 @@ std::vector<SiteTotal> top_sites(const std::vector<LiveAlloc> &live, SiteIds &si
   return out;
 }
 
+bool same_frames(const std::vector<NativeFrame> &a, const std::vector<NativeFrame> &b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(),
+                    [](const NativeFrame &x, const NativeFrame &y) {
+                      return x.function == y.function && x.file == y.file && x.line == y.line &&
+                             x.module == y.module;
+                    });
+}
+
+bool same_frames(const std::vector<PythonFrame> &a, const std::vector<PythonFrame> &b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const PyFrame &x, const PyFrame &y) {
+    return x.function == y.function && x.file == y.file && x.line == y.line;
+  });
+}
+
+// A growing site's holders: the chains to the storages inside the live
+// allocations made at that site (growth merges raw stacks that symbolize to
+// the same source site, so the match is on symbolized frames).
+void attach_growth_holders(const AnalysisInput &in, const HeldMap &held, SiteIds &sites,
+                           std::vector<GrowthEntry> &growth) {
+  if (growth.empty() || in.holders.storages.empty()) return;
+  struct HeldSite {
+    const LiveAlloc *first;
+    HolderTotals totals;
+  };
+  std::unordered_map<LeakKey, HeldSite, LeakKeyHash> by_site;
+  for (size_t i = 0; i < in.live.size(); ++i) {
+    if (!held.held(i)) continue;
+    const LiveAlloc &a = in.live[i];
+    LeakKey key{sites.get(a.stack, a.pystack), static_cast<uint16_t>(a.api), 0,
+                static_cast<uint8_t>(a.family), 0};
+    auto it = by_site.try_emplace(key, HeldSite{&a, {}}).first;
+    held.add(i, it->second.totals);
+  }
+  for (GrowthEntry &g : growth) {
+    HolderTotals totals;
+    for (auto &[key, site] : by_site) {
+      const LiveAlloc &a = *site.first;
+      if (api_string(a.api) != g.api || family_name(a.family) != g.kind ||
+          !same_frames(sites.python_frames(a.pystack), g.python_frames) ||
+          !same_frames(sites.native_frames(a.stack), g.frames))
+        continue;
+      for (auto &[chain, t] : site.totals) {
+        totals[chain].first += t.first;
+        totals[chain].second += t.second;
+      }
+    }
+    g.holders = holders_from(totals, in.holders);
+  }
+}
+
 }  // namespace
 
 bool counts_as_cached(const AnalysisInput &in, const LiveAlloc &a) {
@@ -79,16 +130,28 @@ Report analyze(const AnalysisInput &in, Symbolizer &symbolizer, const AnalysisOp
   SiteIds sites(in.stacks, symbolizer);
 
   // ---- leaks: one entry per (site, family, api, device, detected_at) ----
-  std::unordered_map<LeakKey, size_t, LeakKeyHash> index;
-  std::vector<LeakEntry> entries;
-  for (const LiveAlloc &a : in.live) {
+  // In a Python process scanned at exit, what a Python object still holds
+  // is `reachable`, grouped the same way, and only the rest is leaked.
+  HeldMap held(in);
+  const bool split_reachable = in.holders.done && in.holders.at_exit;
+  // An exit report without an exit scan (os._exit, a crash) has only an
+  // older scan, whose chains may no longer hold these blocks.
+  const bool leak_holders = in.holders.at_exit || in.trigger != "exit";
+  struct Grouping {
+    std::unordered_map<LeakKey, size_t, LeakKeyHash> index;
+    std::vector<LeakEntry> entries;
+    std::vector<HolderTotals> totals;
+  } leaked, reachable;
+  for (size_t i = 0; i < in.live.size(); ++i) {
+    const LiveAlloc &a = in.live[i];
     if (counts_as_cached(in, a)) {
       r.summary.cached_bytes += a.size;
       continue;
     }
+    Grouping &g = split_reachable && held.held(i) ? reachable : leaked;
     LeakKey key{sites.get(a.stack, a.pystack), static_cast<uint16_t>(a.api), a.device,
                 static_cast<uint8_t>(a.family), static_cast<uint8_t>(a.detected_at)};
-    auto [it, fresh] = index.emplace(key, entries.size());
+    auto [it, fresh] = g.index.emplace(key, g.entries.size());
     if (fresh) {
       LeakEntry e;
       e.kind = std::string(family_name(a.family));
@@ -97,11 +160,22 @@ Report analyze(const AnalysisInput &in, Symbolizer &symbolizer, const AnalysisOp
       e.detected_at = detected_at_name(a.detected_at);
       e.frames = sites.native_frames(a.stack);
       e.python_frames = sites.python_frames(a.pystack);
-      entries.push_back(std::move(e));
+      g.entries.push_back(std::move(e));
+      g.totals.emplace_back();
     }
-    entries[it->second].bytes += a.size;
-    entries[it->second].allocations += 1;
+    g.entries[it->second].bytes += a.size;
+    g.entries[it->second].allocations += 1;
+    if (&g == &reachable || leak_holders) held.add(i, g.totals[it->second]);
   }
+  for (Grouping *g : {&leaked, &reachable})
+    for (size_t k = 0; k < g->entries.size(); ++k)
+      g->entries[k].holders = holders_from(g->totals[k], in.holders);
+  for (LeakEntry &e : reachable.entries) {
+    r.summary.reachable_bytes += e.bytes;
+    r.reachable.push_back(std::move(e));
+  }
+  sort_by_bytes_desc(r.reachable);
+  std::vector<LeakEntry> &entries = leaked.entries;
   for (LeakEntry &e : entries) {
     if (opts.match_suppression) {
       if (const std::string *pattern = opts.match_suppression(e.frames, e.python_frames)) {
@@ -136,7 +210,8 @@ Report analyze(const AnalysisInput &in, Symbolizer &symbolizer, const AnalysisOp
     e.top_sites = top_sites(o.live_at_oom, sites, opts.oom_top_sites);
     // From the failed request's own stack only: a rule matched on whatever
     // happened to fill the device (a dataset built once) would blame it.
-    e.hint = find_hint(e.python_frames);
+    e.holders = o.holders;
+    e.hint = find_hint(e.python_frames, e.holders);
     e.recovered = o.recovered;
     r.ooms.push_back(std::move(e));
   }
@@ -157,7 +232,8 @@ Report analyze(const AnalysisInput &in, Symbolizer &symbolizer, const AnalysisOp
       return opts.is_suppressed(g.frames, g.python_frames);
     });
   }
-  for (GrowthEntry &g : r.growth) g.hint = find_hint(g.python_frames);
+  attach_growth_holders(in, held, sites, r.growth);
+  for (GrowthEntry &g : r.growth) g.hint = find_hint(g.python_frames, g.holders);
   return r;
 }
 

@@ -43,6 +43,31 @@ struct LiveAlloc {
   DetectedAt detected_at = DetectedAt::Exit;
 };
 
+// A Python referrer chain from a root to the tensors it keeps alive
+// (DESIGN.md section 9): one readable step per element, root first.
+struct Holder {
+  std::vector<std::string> chain;
+  uint64_t bytes = 0;
+  uint64_t tensors = 0;
+};
+
+// One CUDA storage the holder scan reached, and the chain that reached it.
+struct HeldStorage {
+  uint64_t addr = 0;   // untyped_storage().data_ptr()
+  uint64_t bytes = 0;  // its nbytes
+  uint32_t chain = 0;  // index into HolderScan::chains
+};
+
+// The holder scan at the latest safe point of a Python process (empty
+// elsewhere, and in a replayed history).
+struct HolderScan {
+  bool done = false;     // a scan ran
+  bool at_exit = false;  // ... while the interpreter was exiting: it decides reachable vs leaked
+  bool partial = false;  // stopped at its time budget
+  std::vector<std::vector<std::string>> chains;
+  std::vector<HeldStorage> storages;
+};
+
 struct OomRecord {
   ApiId api = ApiId::Unknown;
   uint64_t requested = 0;
@@ -54,6 +79,7 @@ struct OomRecord {
   // The same thread's retry of the request succeeded (the caching allocator
   // freed its cache and tried again): the program never saw this OOM.
   bool recovered = false;
+  std::vector<Holder> holders;               // from the first safe point after it
 };
 
 struct InvalidFree {
@@ -114,6 +140,7 @@ struct AnalysisInput {
   bool torch_process = false;              // PyTorch's CUDA library is loaded (any mode)
   std::vector<StepSample> steps;           // one per step boundary, oldest first
   std::vector<Mark> marks;                 // oldest first (history files only)
+  HolderScan holders;                      // Python processes: who holds the live memory
 };
 
 }  // namespace torchseal

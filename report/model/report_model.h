@@ -48,6 +48,8 @@ struct Summary {
   uint64_t suppressed_bytes = 0;
   uint64_t cached_bytes = 0;
   Overhead overhead;
+  // Last, so brace-initialised Summaries keep their meaning.
+  uint64_t reachable_bytes = 0;  // still held by Python objects at exit: not leaked
 };
 
 struct LeakEntry {
@@ -59,6 +61,7 @@ struct LeakEntry {
   std::string detected_at = "exit";  // exit | context-teardown
   std::vector<NativeFrame> frames;
   std::vector<PythonFrame> python_frames;
+  std::vector<Holder> holders;  // largest first
 };
 
 struct GrowthEntry {
@@ -71,6 +74,7 @@ struct GrowthEntry {
   std::vector<NativeFrame> frames;
   std::vector<PythonFrame> python_frames;
   std::optional<Hint> hint;
+  std::vector<Holder> holders;
 };
 
 struct SiteTotal {
@@ -90,6 +94,7 @@ struct OomEntry {
   std::vector<SiteTotal> top_sites;  // bytes descending
   std::optional<Hint> hint;
   bool recovered = false;            // DESIGN 9: the retry succeeded; no dump, not counted
+  std::vector<Holder> holders;
 };
 
 struct InvalidFreeEntry {
@@ -116,6 +121,9 @@ struct Report {
   ProcessInfo process;
   Summary summary;
   std::vector<LeakEntry> leaks;  // bytes descending
+  // Python processes: memory live at exit that Python objects still hold
+  // (DESIGN.md section 9); shaped like leaks, never counted as leaked.
+  std::vector<LeakEntry> reachable;
   std::vector<GrowthEntry> growth;
   std::vector<OomEntry> ooms;
   std::vector<InvalidFreeEntry> invalid_frees;

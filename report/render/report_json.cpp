@@ -63,6 +63,13 @@ ojson python_json(const std::vector<PythonFrame> &frames) {
   return a;
 }
 
+ojson holders_json(const std::vector<Holder> &holders) {
+  ojson a = ojson::array();
+  for (const Holder &h : holders)
+    a.push_back({{"chain", h.chain}, {"bytes", h.bytes}, {"tensors", h.tensors}});
+  return a;
+}
+
 // ---- reading ----
 
 // One-line, path-qualified validation error.
@@ -208,6 +215,25 @@ std::optional<Hint> read_hint(const json &obj, const std::string &path) {
   h.file = get_str_or_null(*it, p, "file");
   h.line = get_int32_or_null(*it, p, "line", 0);
   return h;
+// DESIGN.md section 9 keys: optional on input (reports of native programs
+// and reports written before them have none).
+std::vector<Holder> read_holders(const json &obj, const std::string &path) {
+  std::vector<Holder> out;
+  if (!obj.is_object() || !obj.contains("holders")) return out;
+  const json &a = get_array(obj, path, "holders");
+  for (size_t i = 0; i < a.size(); ++i) {
+    std::string pth = elem(path, "holders", i);
+    Holder h;
+    for (size_t k = 0; const json &step : get_array(a[i], pth, "chain")) {
+      if (!step.is_string()) fail(elem(pth, "chain", k), "expected a string");
+      h.chain.push_back(step.get<std::string>());
+      ++k;
+    }
+    h.bytes = get_u64(a[i], pth, "bytes");
+    h.tensors = get_u64(a[i], pth, "tensors");
+    out.push_back(std::move(h));
+  }
+  return out;
 }
 
 void check_one_of(const std::string &v, const std::string &path,
@@ -294,24 +320,31 @@ void read_report(const json &j, Report &r) {
   m.overhead.events = get_u64(o, "summary.overhead", "events");
   m.overhead.seconds_in_torchseal = get_num(o, "summary.overhead", "seconds_in_torchseal");
 
-  const json &leaks = get_array(j, "", "leaks");
-  for (size_t i = 0; i < leaks.size(); ++i) {
-    std::string pth = elem("", "leaks", i);
-    const json &e = leaks[i];
-    LeakEntry l;
-    l.kind = get_str(e, pth, "kind");
-    check_one_of(l.kind, join(pth, "kind"),
-                 {"device", "stream-ordered", "managed", "host-pinned", "vmm"});
-    l.api = get_str(e, pth, "api");
-    l.device = get_int32_or_null(e, pth, "device", -1);
-    l.bytes = get_u64(e, pth, "bytes");
-    l.allocations = get_u64(e, pth, "allocations");
-    l.detected_at = get_str(e, pth, "detected_at");
-    check_one_of(l.detected_at, join(pth, "detected_at"), {"exit", "context-teardown"});
-    l.frames = read_native(e, pth, "frames");
-    l.python_frames = read_python(e, pth, "python_frames");
-    r.leaks.push_back(std::move(l));
-  }
+  if (s.contains("reachable_bytes")) m.reachable_bytes = get_u64(s, "summary", "reachable_bytes");
+
+  auto read_leaks = [&](const char *list, std::vector<LeakEntry> &out) {
+    const json &leaks = get_array(j, "", list);
+    for (size_t i = 0; i < leaks.size(); ++i) {
+      std::string pth = elem("", list, i);
+      const json &e = leaks[i];
+      LeakEntry l;
+      l.kind = get_str(e, pth, "kind");
+      check_one_of(l.kind, join(pth, "kind"),
+                   {"device", "stream-ordered", "managed", "host-pinned", "vmm"});
+      l.api = get_str(e, pth, "api");
+      l.device = get_int32_or_null(e, pth, "device", -1);
+      l.bytes = get_u64(e, pth, "bytes");
+      l.allocations = get_u64(e, pth, "allocations");
+      l.detected_at = get_str(e, pth, "detected_at");
+      check_one_of(l.detected_at, join(pth, "detected_at"), {"exit", "context-teardown"});
+      l.frames = read_native(e, pth, "frames");
+      l.python_frames = read_python(e, pth, "python_frames");
+      l.holders = read_holders(e, pth);
+      out.push_back(std::move(l));
+    }
+  };
+  read_leaks("leaks", r.leaks);
+  if (j.contains("reachable")) read_leaks("reachable", r.reachable);
 
   const json &growth = get_array(j, "", "growth");
   for (size_t i = 0; i < growth.size(); ++i) {
@@ -327,6 +360,7 @@ void read_report(const json &j, Report &r) {
     g.frames = read_native(e, pth, "frames");
     g.python_frames = read_python(e, pth, "python_frames");
     g.hint = read_hint(e, pth);
+    g.holders = read_holders(e, pth);
     r.growth.push_back(std::move(g));
   }
 
@@ -357,6 +391,7 @@ void read_report(const json &j, Report &r) {
       x.top_sites.push_back(std::move(t));
     }
     x.hint = read_hint(e, pth);
+    x.holders = read_holders(e, pth);
     r.ooms.push_back(std::move(x));
   }
 
@@ -426,24 +461,33 @@ std::string report_to_json(const Report &r) {
   s["events"] = m.events;
   s["suppressed_bytes"] = m.suppressed_bytes;
   s["cached_bytes"] = m.cached_bytes;
+  // Section 9 keys appear in reports of Python processes only, so a native
+  // program's report stays byte-identical to the section 5 contract.
+  const bool python = !r.process.python.empty() || !r.reachable.empty();
+  if (python) s["reachable_bytes"] = m.reachable_bytes;
   s["overhead"] = {{"events", m.overhead.events},
                    {"seconds_in_torchseal", finite(m.overhead.seconds_in_torchseal)}};
   j["summary"] = std::move(s);
 
-  ojson leaks = ojson::array();
-  for (const LeakEntry &l : r.leaks) {
-    ojson e;
-    e["kind"] = l.kind;
-    e["api"] = l.api;
-    e["device"] = device_json(l.device);
-    e["bytes"] = l.bytes;
-    e["allocations"] = l.allocations;
-    e["detected_at"] = l.detected_at;
-    e["frames"] = native_json(l.frames);
-    e["python_frames"] = python_json(l.python_frames);
-    leaks.push_back(std::move(e));
-  }
-  j["leaks"] = std::move(leaks);
+  auto leak_list = [&](const std::vector<LeakEntry> &list) {
+    ojson leaks = ojson::array();
+    for (const LeakEntry &l : list) {
+      ojson e;
+      e["kind"] = l.kind;
+      e["api"] = l.api;
+      e["device"] = device_json(l.device);
+      e["bytes"] = l.bytes;
+      e["allocations"] = l.allocations;
+      e["detected_at"] = l.detected_at;
+      e["frames"] = native_json(l.frames);
+      e["python_frames"] = python_json(l.python_frames);
+      if (python) e["holders"] = holders_json(l.holders);
+      leaks.push_back(std::move(e));
+    }
+    return leaks;
+  };
+  j["leaks"] = leak_list(r.leaks);
+  if (python) j["reachable"] = leak_list(r.reachable);
 
   ojson growth = ojson::array();
   for (const GrowthEntry &g : r.growth) {
@@ -457,6 +501,7 @@ std::string report_to_json(const Report &r) {
     e["frames"] = native_json(g.frames);
     e["python_frames"] = python_json(g.python_frames);
     e["hint"] = hint_json(g.hint);
+    if (python) e["holders"] = holders_json(g.holders);
     growth.push_back(std::move(e));
   }
   j["growth"] = std::move(growth);
@@ -482,6 +527,7 @@ std::string report_to_json(const Report &r) {
     e["top_sites"] = std::move(tops);
     e["hint"] = hint_json(o.hint);
     e["recovered"] = o.recovered;
+    if (python) e["holders"] = holders_json(o.holders);
     ooms.push_back(std::move(e));
   }
   j["ooms"] = std::move(ooms);

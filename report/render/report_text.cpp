@@ -134,6 +134,21 @@ std::string hints_section(const Report &r) {
   return out;
 }
 
+// The Python objects that keep a site's memory alive (docs/report-format.md,
+// "holders"): one line per chain, the largest first.
+void append_holders(std::string &out, const std::vector<Holder> &holders, const char *indent) {
+  constexpr size_t kShown = 3;
+  for (size_t i = 0; i < holders.size() && i < kShown; ++i) {
+    const Holder &h = holders[i];
+    std::string chain;
+    for (const std::string &step : h.chain) chain += (chain.empty() ? "" : " -> ") + clean(step);
+    out += format("%sHeld by: %s (%" PRIu64 " tensor(s), %" PRIu64 " byte(s))\n", indent,
+                  chain.c_str(), h.tensors, h.bytes);
+  }
+  if (holders.size() > kShown)
+    out += format("%s... and %zu more holder(s)\n", indent, holders.size() - kShown);
+}
+
 }  // namespace
 
 std::string report_to_text(const Report &r) {
@@ -155,6 +170,15 @@ std::string report_to_text(const Report &r) {
     if (l.detected_at == "context-teardown") out += " still live at context teardown,";
     out += " allocated from:\n";
     append_frames(out, l.frames, l.python_frames, is_python_site(r, l.python_frames), "    ");
+    append_holders(out, l.holders, "    ");
+  }
+
+  for (const LeakEntry &l : r.reachable) {
+    out += "\nReachable at exit (held by Python objects, not a leak): " + u64(l.bytes) +
+           " byte(s) in " + u64(l.allocations) + " allocation(s) (" + clean(l.kind) + ", " +
+           clean(l.api) + ", device " + device_str(l.device) + ") allocated from:\n";
+    append_frames(out, l.frames, l.python_frames, is_python_site(r, l.python_frames), "    ");
+    append_holders(out, l.holders, "    ");
   }
 
   for (const GrowthEntry &g : r.growth) {
@@ -163,6 +187,7 @@ std::string report_to_text(const Report &r) {
                   clean(g.kind).c_str(), clean(g.api).c_str(), g.growth_bytes, g.steps,
                   g.bytes_per_step, g.r);
     append_frames(out, g.frames, g.python_frames, is_python_site(r, g.python_frames), "    ");
+    append_holders(out, g.holders, "    ");
   }
 
   for (const OomEntry &o : r.ooms) {
@@ -180,6 +205,7 @@ std::string report_to_text(const Report &r) {
         append_frames(out, t.frames, t.python_frames, is_python_site(r, t.python_frames), "      ");
       }
     }
+    append_holders(out, o.holders, "  ");
   }
 
   out += hints_section(r);
@@ -194,8 +220,13 @@ std::string report_to_text(const Report &r) {
     out += "\n" + tag + u64(r.summary.cached_bytes) +
            " byte(s) held by PyTorch's caching allocator at exit (cached, not counted as leaks)\n";
   }
+  if (r.summary.reachable_bytes > 0) {
+    out += (r.summary.cached_bytes > 0 ? "" : "\n") + tag + u64(r.summary.reachable_bytes) +
+           " byte(s) still held by Python objects at exit (reachable, not counted as leaks)\n";
+  }
   if (r.summary.suppressed_bytes > 0) {
-    out += (r.summary.cached_bytes > 0 ? "" : "\n") + tag + u64(r.summary.suppressed_bytes) +
+    out += (r.summary.cached_bytes + r.summary.reachable_bytes > 0 ? "" : "\n") + tag +
+           u64(r.summary.suppressed_bytes) +
            " byte(s) suppressed\n";
   }
   if (!r.suppressions_used.empty()) {

@@ -423,6 +423,11 @@ void Recorder::snapshot(AnalysisInput &in) {
 uint64_t Recorder::events() const { return counters().events(); }
 uint64_t Recorder::live_bytes() const { return counters().live_bytes(); }
 
+uint64_t Recorder::ooms_seen() {
+  Guard g(misc_lock_);
+  return ooms_total_;
+}
+
 void Recorder::reset_after_fork() {
   // Only the forking thread survives. Any other thread may have been inside
   // one of these containers (a vector mid-reallocation, a shard mid-grow),

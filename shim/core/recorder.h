@@ -50,6 +50,8 @@ class Recorder {
   // Builds the analysis input from the current state (exit, signal, API dump).
   void snapshot(AnalysisInput &in);
   uint64_t events() const;
+  // OOMs seen so far (including those past the kept snapshots).
+  uint64_t ooms_seen();
   uint64_t live_bytes() const;
   // Forget everything inherited from the parent (child side of fork).
   void reset_after_fork();

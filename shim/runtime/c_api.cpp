@@ -4,6 +4,7 @@
 #include "shim/runtime/lifecycle.h"
 #include "shim/core/recorder.h"
 #include "shim/runtime/report_files.h"
+#include "shim/core/python/safe_points.h"
 
 extern "C" {
 
@@ -14,7 +15,9 @@ __attribute__((visibility("default"))) int torchseal_active(void) {
 }
 
 __attribute__((visibility("default"))) void torchseal_step(void) {
-  if (torchseal::is_active()) torchseal::recorder().on_step();
+  if (!torchseal::is_active()) return;
+  torchseal::recorder().on_step();
+  torchseal::holders::at_step();
 }
 
 __attribute__((visibility("default"))) void torchseal_mark(const char *label) {

@@ -19,6 +19,7 @@ namespace torchseal {
 // settings.def (the parser maps a name's position to the enumerator).
 enum class Backend { Auto, Cupti, Hooks };
 enum class PythonMode { Auto, Off };
+enum class HoldersMode { Auto, Off };
 enum class TorchMode { Segments, Tensors };
 // How native stacks are walked (shim/core/unwind/unwinder.h).
 enum class UnwindMode { Fast, Libunwind, Check };
@@ -33,6 +34,7 @@ struct Config {
   int exit_code = -1;                   // unset: leave the exit status alone
   int stack_depth = 0;
   PythonMode python{};
+  HoldersMode holders{};
   UnwindMode unwind{};
   TorchMode torch{};
   std::string step_range;               // regex; unset: no NVTX steps

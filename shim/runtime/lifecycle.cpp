@@ -22,6 +22,7 @@
 #include "shim/runtime/log.h"
 #include "shim/core/recorder.h"
 #include "shim/runtime/report_files.h"
+#include "shim/core/python/safe_points.h"
 #include "shim/core/unwind/unwinder.h"
 
 namespace torchseal {
@@ -50,6 +51,7 @@ void after_fork_child() {
   unwinder_after_fork();
   recorder().reset_after_fork();
   py::reset_after_fork();
+  holders::reset_after_fork();
   history::reset_after_fork();
   g_record_fast.store(false, std::memory_order_relaxed);
   g_recorded_here.store(false, std::memory_order_relaxed);
@@ -124,6 +126,7 @@ void initialise() {
   g_config = cfg;
   py::init(cfg->python == PythonMode::Auto);
   py::set_borrow_label(autograd_node_name);
+  holders::init(cfg->holders == HoldersMode::Auto);
   recorder().stack_depth = cfg->stack_depth;
   const char *unwinder = unwinder_init(cfg->unwind);
   report_files_init(*cfg);

@@ -19,6 +19,7 @@
 #include "report/analysis/produce_report.h"
 #include "shim/core/python/python_frames.h"
 #include "shim/core/recorder.h"
+#include "shim/core/python/safe_points.h"
 #include "report/analysis/suppressions.h"
 #include "shim/runtime/torch_mode.h"
 
@@ -150,12 +151,15 @@ std::string output_prefix() {
 void disable_report_output() { g_output_disabled.store(true); }
 
 int64_t write_report(const char *trigger) {
+  // Outside the write lock: it may wait for the main thread's safe point.
+  if (strcmp(trigger, "exit") != 0) holders::before_dump();
   std::lock_guard<std::mutex> lock(g_write_mutex);
   if (g_output_disabled.load()) return -1;
   try {
     AnalysisInput in;
     in.trigger = trigger;
     recorder().snapshot(in);
+    holders::fill(in);
     fill_process_info(in.process);
     in.torch_caching_allocator = torch_caching_allocator_in_use();
     in.torch_process = torch_cuda_loaded();

@@ -88,6 +88,12 @@ uint64_t loaded_object_generation() {
   return adds;
 }
 
+void *python_symbol(const char *name) {
+  SymbolScope scope;
+  if (!locate(scope)) return nullptr;
+  return scope.find(name);
+}
+
 ProbeResult probe_interpreter(Interp &out, std::string &why) {
   SymbolScope scope;
   if (!locate(scope)) return ProbeResult::Absent;

@@ -43,6 +43,11 @@ enum class ProbeResult {
 
 ProbeResult probe_interpreter(Interp &out, std::string &why);
 
+// A CPython C-API function or object by name, looked up where
+// probe_interpreter() finds the interpreter; nullptr when absent. For the
+// code that runs Python at safe points (holders.h), never in the hot path.
+void *python_symbol(const char *name);
+
 // A counter that changes whenever a shared object is loaded, so a late
 // re-probe runs only after a dlopen (glibc's dlpi_adds).
 uint64_t loaded_object_generation();

@@ -1,0 +1,66 @@
+#include "report/analysis/holders.h"
+
+#include <algorithm>
+
+namespace torchseal {
+
+HeldMap::HeldMap(const AnalysisInput &in) : scan_(in.holders) {
+  if (scan_.storages.empty()) return;
+  // VMM handles are keyed by handle, not address: no storage lies in one.
+  struct Range {
+    uint64_t lo, hi;
+    size_t live;
+  };
+  std::vector<Range> ranges;
+  ranges.reserve(in.live.size());
+  for (size_t i = 0; i < in.live.size(); ++i) {
+    const LiveAlloc &a = in.live[i];
+    if (a.family != Family::Vmm && a.size) ranges.push_back({a.addr, a.addr + a.size, i});
+  }
+  std::sort(ranges.begin(), ranges.end(), [](const Range &a, const Range &b) { return a.lo < b.lo; });
+  per_live_.resize(in.live.size());
+  for (uint32_t s = 0; s < scan_.storages.size(); ++s) {
+    uint64_t addr = scan_.storages[s].addr;
+    auto it = std::upper_bound(ranges.begin(), ranges.end(), addr,
+                               [](uint64_t v, const Range &r) { return v < r.lo; });
+    if (it == ranges.begin()) continue;
+    --it;
+    if (addr < it->hi) per_live_[it->live].push_back(s);
+  }
+}
+
+void HeldMap::add(size_t live_index, HolderTotals &totals) const {
+  if (!held(live_index)) return;
+  for (uint32_t s : per_live_[live_index]) {
+    const HeldStorage &h = scan_.storages[s];
+    auto &t = totals[h.chain];
+    t.first += h.bytes;
+    t.second += 1;
+  }
+}
+
+std::vector<Holder> holders_from(const HolderTotals &totals, const HolderScan &scan,
+                                 size_t limit) {
+  std::vector<Holder> out;
+  for (const auto &[chain, t] : totals) {
+    if (chain >= scan.chains.size()) continue;
+    out.push_back({scan.chains[chain], t.first, t.second});
+  }
+  // Stable: equal holders keep the scan's (breadth-first) order.
+  std::stable_sort(out.begin(), out.end(),
+                   [](const Holder &a, const Holder &b) { return a.bytes > b.bytes; });
+  if (out.size() > limit) out.resize(limit);
+  return out;
+}
+
+std::vector<Holder> all_holders(const HolderScan &scan, size_t limit) {
+  HolderTotals totals;
+  for (const HeldStorage &h : scan.storages) {
+    auto &t = totals[h.chain];
+    t.first += h.bytes;
+    t.second += 1;
+  }
+  return holders_from(totals, scan, limit);
+}
+
+}  // namespace torchseal

@@ -1,0 +1,43 @@
+// Who holds the live memory of a Python process (DESIGN.md section 9): the
+// holder scan gives CUDA storages (address, bytes) and the referrer chain
+// that reached each; here each storage is placed in the live allocation that
+// contains it (the exact block in tensors mode, the segment the caching
+// allocator carved it from otherwise) and chains are totalled per entry.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "analysis_input.h"
+
+namespace torchseal {
+
+// Per chain index: (bytes, tensors) held through it.
+using HolderTotals = std::map<uint32_t, std::pair<uint64_t, uint64_t>>;
+
+class HeldMap {
+ public:
+  explicit HeldMap(const AnalysisInput &in);
+  // Whether a storage the scan found lies inside in.live[i].
+  bool held(size_t live_index) const {
+    return live_index < per_live_.size() && !per_live_[live_index].empty();
+  }
+  // Adds the storages inside in.live[i] to `totals`.
+  void add(size_t live_index, HolderTotals &totals) const;
+
+ private:
+  const HolderScan &scan_;
+  std::vector<std::vector<uint32_t>> per_live_;  // storage indexes per live allocation
+};
+
+// Holders largest first, at most `limit` of them.
+std::vector<Holder> holders_from(const HolderTotals &totals, const HolderScan &scan,
+                                 size_t limit = 8);
+
+// Every storage of a scan, by chain (an OOM's view: what held the memory).
+std::vector<Holder> all_holders(const HolderScan &scan, size_t limit = 8);
+
+}  // namespace torchseal

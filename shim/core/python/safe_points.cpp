@@ -1,0 +1,298 @@
+#include "shim/core/python/safe_points.h"
+
+#include <time.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "shim/core/python/cpython_api.h"
+#include "holder_scan_source.h"
+#include "report/analysis/holders.h"  // report/lib: all_holders
+#include "shim/runtime/lifecycle.h"
+#include "shim/runtime/log.h"
+#include "shim/core/recorder.h"
+
+namespace torchseal::holders {
+namespace {
+
+// Time budgets of one scan (seconds). A step scan is also rate-limited to
+// kStepShare of the time between scans; the exit scan decides reachable
+// against leaked, so it gets the most room.
+constexpr double kStepBudget = 0.5;
+constexpr double kDumpBudget = 2.0;
+constexpr double kExitBudget = 10.0;
+constexpr double kStepShare = 0.05;
+// How long a dump waits for the main thread to reach its pending call.
+constexpr auto kDumpWait = std::chrono::milliseconds(1000 + static_cast<int>(kDumpBudget * 1000));
+
+double now_s() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + ts.tv_nsec / 1e9;
+}
+
+struct State {
+  std::mutex mu;  // guards everything below
+  std::condition_variable done_cv;
+  HolderScan latest;
+  // (OOMs seen when it ran, what held the memory): OOM k gets the first
+  // scan that saw more than k OOMs.
+  std::vector<std::pair<uint64_t, std::vector<Holder>>> oom_scans;
+  uint64_t ooms_scanned = 0;
+  bool pending_queued = false;
+  // Dumps asked for, and the last one a pending call has scanned for.
+  uint64_t dumps_asked = 0, dumps_served = 0;
+  double last_end = 0, last_cost = 0;
+};
+// Never destroyed: the exit report runs from the shim's ELF destructor.
+State &S() {
+  alignas(State) static unsigned char storage[sizeof(State)];
+  static State *s = new (storage) State();
+  return *s;
+}
+
+std::atomic<bool> g_on{false};
+py::CApi g_api;
+// Touched only with the GIL held.
+py::Obj *g_ns = nullptr;  // the scan's private namespace
+bool g_exit_hook = false;
+bool g_scanning = false;
+
+// A safe point on this thread: Python knows it and no hooked call is on
+// its stack (torchseal's own threads count as inside one).
+bool safe_thread() {
+  return hook_detail::t_depth == 0 && g_api.alive() && g_api.this_thread_state() != nullptr;
+}
+
+py::Obj *on_exit_hook(py::Obj *, py::Obj *);
+py::MethodDef g_exit_def = {"_torchseal_exit_scan", on_exit_hook, py::kMethNoArgs, nullptr};
+
+bool run(const char *code, int mode) {
+  py::Obj *r = g_api.run_string(code, mode, g_ns, g_ns, nullptr);
+  if (!r) {
+    g_api.err_clear();
+    return false;
+  }
+  g_api.dec_ref(r);
+  return true;
+}
+
+// GIL held. The namespace with the scan's code, and the atexit hook.
+bool prepare() {
+  if (!g_ns) {
+    g_ns = g_api.dict_new();
+    if (!g_ns || g_api.dict_set_item_string(g_ns, "__builtins__", g_api.eval_get_builtins()) != 0 ||
+        !run(py::kHolderScanSource, py::kFileInput)) {
+      g_api.err_clear();
+      log::warn("the holder scan could not start; reports name no Python holders");
+      g_on.store(false);
+      return false;
+    }
+  }
+  if (!g_exit_hook) {
+    g_exit_hook = true;
+    py::Obj *fn = g_api.cfunction_new(&g_exit_def, nullptr, nullptr);
+    bool ok = fn && g_api.dict_set_item_string(g_ns, "_exit_scan", fn) == 0 &&
+              run("import atexit\natexit.register(_exit_scan)\n", py::kFileInput);
+    if (fn) g_api.dec_ref(fn);
+    if (!ok) log::warn("cannot register the exit-time holder scan");
+  }
+  return true;
+}
+
+std::vector<std::string> split(const char *p, const char *end, char sep) {
+  std::vector<std::string> out;
+  const char *start = p;
+  for (; p <= end; ++p)
+    if (p == end || *p == sep) {
+      out.emplace_back(start, p);
+      start = p + 1;
+    }
+  return out;
+}
+
+// The scan's output (holder_scan.py's header) into a HolderScan.
+void parse(const char *data, size_t size, HolderScan &out, double &ms) {
+  std::vector<uint32_t> chain_index;  // group id -> index in out.chains
+  for (const std::string &line : split(data, data + size, '\n')) {
+    std::vector<std::string> f = split(line.data(), line.data() + line.size(), '\x1f');
+    if (f.size() >= 2 && f[0] == "G") {
+      unsigned long id = std::strtoul(f[1].c_str(), nullptr, 10);
+      if (id >= chain_index.size()) chain_index.resize(id + 1, UINT32_MAX);
+      chain_index[id] = static_cast<uint32_t>(out.chains.size());
+      out.chains.emplace_back(f.begin() + 2, f.end());
+    } else if (f.size() == 4 && f[0] == "S") {
+      HeldStorage s;
+      s.addr = std::strtoull(f[1].c_str(), nullptr, 16);
+      s.bytes = std::strtoull(f[2].c_str(), nullptr, 10);
+      s.chain = static_cast<uint32_t>(std::strtoul(f[3].c_str(), nullptr, 10));
+      out.storages.push_back(s);
+    } else if (f.size() == 3 && f[0] == "M") {
+      if (f[1] == "partial") out.partial = f[2] == "1";
+      if (f[1] == "ms") ms = std::strtod(f[2].c_str(), nullptr);
+    }
+  }
+  // Storages name groups; groups come after them in the output.
+  for (HeldStorage &s : out.storages)
+    s.chain = s.chain < chain_index.size() ? chain_index[s.chain] : UINT32_MAX;
+  std::erase_if(out.storages, [](const HeldStorage &s) { return s.chain == UINT32_MAX; });
+}
+
+// GIL held, at a safe point. Runs one scan and publishes it.
+void scan(double budget, bool at_exit) {
+  if (g_scanning || !g_on.load()) return;
+  g_scanning = true;
+  py::Obj *et, *ev, *tb;
+  g_api.err_fetch(&et, &ev, &tb);  // leave the caller's exception state as it was
+  double t0 = now_s();
+  if (prepare()) {
+    char call[48];
+    std::snprintf(call, sizeof call, "scan(%.3f)", budget);
+    py::Obj *r = g_api.run_string(call, py::kEvalInput, g_ns, g_ns, nullptr);
+    char *data = nullptr;
+    ssize_t size = 0;
+    HolderScan result;
+    double ms = 0;
+    bool ok = r && g_api.bytes_as_string_and_size(r, &data, &size) == 0;
+    if (ok) parse(data, static_cast<size_t>(size), result, ms);
+    if (r) g_api.dec_ref(r);
+    g_api.err_clear();
+    if (ok) {
+      result.done = true;
+      result.at_exit = at_exit;
+      double t1 = now_s();
+      // A step scan cut short only thins growth holders; the next one may finish.
+      if (result.partial && budget > kStepBudget)
+        log::warn("the holder scan stopped at its %.1f s budget; holders may be missing", budget);
+      log::debug("holder scan: %zu storage(s), %zu chain(s), %.1f ms", result.storages.size(),
+                 result.chains.size(), (t1 - t0) * 1e3);
+      uint64_t ooms = recorder().ooms_seen();
+      State &s = S();
+      std::lock_guard<std::mutex> lock(s.mu);
+      if (ooms > s.ooms_scanned) {
+        s.oom_scans.emplace_back(ooms, all_holders(result));
+        s.ooms_scanned = ooms;
+      }
+      s.latest = std::move(result);
+      s.last_end = t1;
+      s.last_cost = t1 - t0;
+    } else {
+      log::debug("holder scan failed");
+    }
+  }
+  g_api.err_restore(et, ev, tb);
+  g_scanning = false;
+}
+
+// Runs on the main thread at its next bytecode boundary, GIL held.
+int on_pending_call(void *) {
+  State &s = S();
+  uint64_t serving;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.pending_queued = false;
+    serving = s.dumps_asked;
+  }
+  if (hook_detail::t_depth == 0 && g_on.load()) {
+    py::Obj *et, *ev, *tb;
+    g_api.err_fetch(&et, &ev, &tb);
+    prepare();
+    g_api.err_restore(et, ev, tb);
+    if (serving > s.dumps_served) scan(kDumpBudget, false);
+  }
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (serving > s.dumps_served) s.dumps_served = serving;
+  }
+  s.done_cv.notify_all();
+  return 0;
+}
+
+// Any thread, no GIL needed (Py_AddPendingCall's contract). Caller holds s.mu.
+void queue_pending_call(State &s) {
+  if (s.pending_queued) return;
+  s.pending_queued = g_api.add_pending_call(on_pending_call, nullptr) == 0;
+}
+
+py::Obj *on_exit_hook(py::Obj *, py::Obj *) {
+  if (hook_detail::t_depth == 0) scan(kExitBudget, true);
+  g_api.inc_ref(g_api.none);
+  return g_api.none;
+}
+
+// Takes the GIL on a safe thread and scans.
+void scan_here(double budget) {
+  int gil = g_api.gil_ensure();
+  scan(budget, false);
+  g_api.gil_release(gil);
+}
+
+}  // namespace
+
+void init(bool enabled) {
+  if (!enabled || !py::load(g_api) || !g_api.alive()) return;
+  g_on.store(true);
+  State &s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  queue_pending_call(s);  // installs the exit hook at the first safe point
+}
+
+void at_step() {
+  if (!g_on.load() || !safe_thread()) return;
+  State &s = S();
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    bool after_oom = recorder().ooms_seen() > s.ooms_scanned;
+    bool due = s.last_end == 0 || now_s() - s.last_end >= s.last_cost / kStepShare;
+    if (!after_oom && !due) return;
+  }
+  if (recorder().live_bytes() == 0) return;  // nothing to hold
+  scan_here(kStepBudget);
+}
+
+void before_dump() {
+  // Not from the exit report's own flush: Python is gone or going.
+  if (!g_on.load() || !is_active() || !g_api.alive()) return;
+  if (safe_thread()) {
+    scan_here(kDumpBudget);
+    return;
+  }
+  State &s = S();
+  std::unique_lock<std::mutex> lock(s.mu);
+  uint64_t mine = ++s.dumps_asked;
+  queue_pending_call(s);
+  if (!s.pending_queued) return;
+  // Without a safe point in time (the main thread blocked in C code), the
+  // dump goes out with the previous scan.
+  s.done_cv.wait_for(lock, kDumpWait, [&] { return s.dumps_served >= mine; });
+}
+
+void fill(AnalysisInput &in) {
+  if (!g_on.load()) return;
+  State &s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  in.holders = s.latest;
+  for (size_t k = 0; k < in.ooms.size(); ++k)
+    for (const auto &[seen, holders] : s.oom_scans)
+      if (seen > k) {
+        in.ooms[k].holders = holders;
+        break;
+      }
+}
+
+void reset_after_fork() {
+  // Only this thread survives; the interpreter's own fork handling keeps
+  // the namespace and the atexit hook valid in the child.
+  // The parent's state is abandoned, not destroyed: its lock may be held.
+  new (&S()) State();
+  g_scanning = false;
+}
+
+}  // namespace torchseal::holders

@@ -1,0 +1,161 @@
+// DESIGN.md section 9: holders, reachable against leaked, and their report keys.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "report/analysis/analysis.h"
+#include "report/render/report_json.h"
+#include "report/render/report_text.h"
+
+using namespace torchseal;
+
+namespace {
+
+struct Fixture {
+  AnalysisInput in;
+  Symbolizer sym{std::vector<Module>{}};
+
+  Fixture() {
+    in.stacks.native.push_back({});
+    in.stacks.python.push_back({});
+    in.process.pid = 7;
+    in.process.python = "3.11.2";
+    sym.preload(0x1000, {NativeFrame{"alloc_a", "/src/a.cpp", 1, "/app", 0x1000}});
+    sym.preload(0x2000, {NativeFrame{"alloc_b", "/src/b.cpp", 2, "/app", 0x2000}});
+    in.stacks.native.push_back({0x1000});  // stack 1
+    in.stacks.native.push_back({0x2000});  // stack 2
+  }
+  void live(uint64_t addr, uint64_t size, StackId s, ApiId api = ApiId::cudaMallocAsync) {
+    LiveAlloc a;
+    a.addr = addr;
+    a.size = size;
+    a.stack = s;
+    a.api = api;
+    a.family = api_info(api).family;
+    a.device = 0;
+    in.live.push_back(a);
+  }
+  uint32_t chain(std::vector<std::string> steps) {
+    in.holders.chains.push_back(std::move(steps));
+    return static_cast<uint32_t>(in.holders.chains.size() - 1);
+  }
+  void held(uint64_t addr, uint64_t bytes, uint32_t chain) {
+    in.holders.storages.push_back({addr, bytes, chain});
+  }
+};
+
+}  // namespace
+
+TEST_CASE("exit scan: held blocks are reachable, the rest leaked", "[holders]") {
+  Fixture f;
+  f.in.holders.done = f.in.holders.at_exit = true;
+  f.live(0x10000, 4096, 1);
+  f.live(0x20000, 4096, 1);
+  f.live(0x30000, 1024, 2);  // nothing holds it
+  uint32_t kept = f.chain({"global 'kept' (list) in t.py", "[0..1]", "Tensor float32 (1024,)"});
+  f.held(0x10000, 4096, kept);
+  f.held(0x20000, 4096, kept);
+  Report r = analyze(f.in, f.sym);
+  REQUIRE(r.leaks.size() == 1);
+  CHECK(r.leaks[0].bytes == 1024);
+  CHECK(r.leaks[0].holders.empty());
+  CHECK(r.summary.leaked_bytes == 1024);
+  REQUIRE(r.reachable.size() == 1);
+  CHECK(r.reachable[0].bytes == 8192);
+  CHECK(r.reachable[0].allocations == 2);
+  CHECK(r.summary.reachable_bytes == 8192);
+  REQUIRE(r.reachable[0].holders.size() == 1);
+  CHECK(r.reachable[0].holders[0].bytes == 8192);
+  CHECK(r.reachable[0].holders[0].tensors == 2);
+  CHECK(r.reachable[0].holders[0].chain[0] == "global 'kept' (list) in t.py");
+}
+
+TEST_CASE("a storage inside a segment is placed in that segment", "[holders]") {
+  Fixture f;
+  f.in.trigger = "api";
+  f.in.holders.done = true;  // a dump's scan: everything live stays listed as before
+  f.live(0x100000, 2 << 20, 1, ApiId::cudaMalloc);
+  f.live(0x400000, 2 << 20, 2, ApiId::cudaMalloc);
+  uint32_t a = f.chain({"f() local 'x' (Tensor) at t.py:3", "Tensor float32 (128,)"});
+  uint32_t b = f.chain({"global 'm' (Model) in t.py", ".w (Parameter)", "Parameter float32 (64,)"});
+  f.held(0x100000 + 512, 512, a);
+  f.held(0x100000 + 4096, 256, b);
+  f.held(0x400000 + (2 << 20) - 512, 512, a);  // the last bytes of the second segment
+  f.held(0x800000, 512, a);                    // outside every live block: ignored
+  Report r = analyze(f.in, f.sym);
+  REQUIRE(r.leaks.size() == 2);
+  CHECK(r.reachable.empty());
+  for (const LeakEntry &l : r.leaks) {
+    if (l.frames[0].function == "alloc_a") {
+      REQUIRE(l.holders.size() == 2);
+      CHECK(l.holders[0].bytes == 512);  // largest first
+      CHECK(l.holders[1].chain[1] == ".w (Parameter)");
+    } else {
+      REQUIRE(l.holders.size() == 1);
+      CHECK(l.holders[0].tensors == 1);
+    }
+  }
+}
+
+TEST_CASE("without an exit scan the exit verdict is unchanged", "[holders]") {
+  Fixture f;
+  f.in.holders.done = true;  // an older step scan only (os._exit, a crash)
+  f.live(0x10000, 4096, 1);
+  f.held(0x10000, 4096, f.chain({"global 'k' (list) in t.py", "[0]", "Tensor float32 (1024,)"}));
+  Report r = analyze(f.in, f.sym);
+  REQUIRE(r.leaks.size() == 1);
+  CHECK(r.leaks[0].holders.empty());
+  CHECK(r.reachable.empty());
+  CHECK(r.summary.leaked_bytes == 4096);
+}
+
+TEST_CASE("growing sites get the holders of their live blocks", "[holders]") {
+  Fixture f;
+  f.in.trigger = "signal";
+  f.in.holders.done = true;
+  for (uint64_t step = 1; step <= 12; ++step) {
+    StepSample s;
+    s.step = step;
+    s.sites.push_back({1, 0, ApiId::cudaMallocAsync, Family::StreamOrdered, step * 4096, step});
+    f.in.steps.push_back(s);
+    f.live(0x10000 * step, 4096, 1);
+  }
+  uint32_t kept = f.chain({"global 'kept' (list) in t.py", "[0..11]", "Tensor float32 (1024,)"});
+  for (uint64_t step = 1; step <= 12; ++step) f.held(0x10000 * step, 4096, kept);
+  Report r = analyze(f.in, f.sym);
+  REQUIRE(r.growth.size() == 1);
+  REQUIRE(r.growth[0].holders.size() == 1);
+  CHECK(r.growth[0].holders[0].tensors == 12);
+  CHECK(r.growth[0].holders[0].chain[1] == "[0..11]");
+}
+
+TEST_CASE("holders and reachable round-trip through JSON and show in text", "[holders]") {
+  Fixture f;
+  f.in.holders.done = f.in.holders.at_exit = true;
+  f.live(0x10000, 4096, 1);
+  f.held(0x10000, 4096, f.chain({"global 'k' (list) in t.py", "[0]", "Tensor float32 (1024,)"}));
+  Report a = analyze(f.in, f.sym);
+  auto j = nlohmann::json::parse(report_to_json(a));
+  CHECK(j["summary"]["reachable_bytes"] == 4096);
+  CHECK(j["reachable"][0]["holders"][0]["chain"][1] == "[0]");
+  CHECK(j["reachable"][0]["holders"][0]["tensors"] == 1);
+  Report b;
+  std::string error;
+  REQUIRE(report_from_json(report_to_json(a), b, error));
+  REQUIRE(b.reachable.size() == 1);
+  CHECK(b.reachable[0].holders[0].chain == a.reachable[0].holders[0].chain);
+  CHECK(b.summary.reachable_bytes == 4096);
+  std::string text = report_to_text(a);
+  CHECK(text.find("Held by: global 'k' (list) in t.py -> [0] -> Tensor float32 (1024,) "
+                  "(1 tensor(s), 4096 byte(s))") != std::string::npos);
+  CHECK(text.find("SUMMARY: torchseal: 0 byte(s) leaked") != std::string::npos);
+}
+
+TEST_CASE("reports of native programs carry no section 9 keys", "[holders]") {
+  Fixture f;
+  f.in.process.python.clear();
+  f.live(0x10000, 4096, 1);
+  auto j = nlohmann::json::parse(report_to_json(analyze(f.in, f.sym)));
+  CHECK_FALSE(j.contains("reachable"));
+  CHECK_FALSE(j["summary"].contains("reachable_bytes"));
+  CHECK_FALSE(j["leaks"][0].contains("holders"));
+}
