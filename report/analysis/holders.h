@@ -1,4 +1,4 @@
-// Who holds the live memory of a Python process (DESIGN.md section 9): the
+// Who holds the live memory of a Python process (docs/report-format.md): the
 // holder scan gives CUDA storages (address, bytes) and the referrer chain
 // that reached each; here each storage is placed in the live allocation that
 // contains it (the exact block in tensors mode, the segment the caching
@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "analysis_input.h"
+#include "report/model/analysis_input.h"
 
 namespace torchseal {
 

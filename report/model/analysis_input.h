@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "report/model/event.h"
+#include "report/model/holder.h"
 
 namespace torchseal {
 
@@ -41,14 +42,6 @@ struct LiveAlloc {
   Family family = Family::Device;
   int16_t device = -1;
   DetectedAt detected_at = DetectedAt::Exit;
-};
-
-// A Python referrer chain from a root to the tensors it keeps alive
-// (DESIGN.md section 9): one readable step per element, root first.
-struct Holder {
-  std::vector<std::string> chain;
-  uint64_t bytes = 0;
-  uint64_t tensors = 0;
 };
 
 // One CUDA storage the holder scan reached, and the chain that reached it.

@@ -1,4 +1,4 @@
-// Who keeps a live GPU block alive in a Python process (DESIGN.md 9,
+// Who keeps a live GPU block alive in a Python process (docs/holders.md,
 // "Holders"): a referrer chain from a root (module global, frame local,
 // class attribute, exception traceback) to the tensors, and what it holds.
 // Shared by the holder scanner, the report and the hint rules.

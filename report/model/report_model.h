@@ -23,7 +23,7 @@ struct NativeFrame {
 
 using PythonFrame = PyFrame;
 
-// A likely cause and fix for a growing site or an OOM (DESIGN.md 9, "hint").
+// A likely cause and fix for a growing site or an OOM (docs/report-format.md, "hint").
 // file and line name the statement that keeps the memory alive (the
 // `append`, the `+=`, the `except`), not the allocation.
 struct Hint {
@@ -93,7 +93,7 @@ struct OomEntry {
   std::vector<PythonFrame> python_frames;
   std::vector<SiteTotal> top_sites;  // bytes descending
   std::optional<Hint> hint;
-  bool recovered = false;            // DESIGN 9: the retry succeeded; no dump, not counted
+  bool recovered = false;            // the retry succeeded; no dump, not counted
   std::vector<Holder> holders;
 };
 
@@ -122,7 +122,7 @@ struct Report {
   Summary summary;
   std::vector<LeakEntry> leaks;  // bytes descending
   // Python processes: memory live at exit that Python objects still hold
-  // (DESIGN.md section 9); shaped like leaks, never counted as leaked.
+  // (docs/report-format.md); shaped like leaks, never counted as leaked.
   std::vector<LeakEntry> reachable;
   std::vector<GrowthEntry> growth;
   std::vector<OomEntry> ooms;

@@ -203,7 +203,7 @@ std::vector<PythonFrame> read_python(const json &obj, const std::string &path, c
   return out;
 }
 
-// `hint` (DESIGN.md 9): null or {kind, message, file, line}. Optional, so
+// `hint` (docs/report-format.md): null or {kind, message, file, line}. Optional, so
 // reports written before it read as "no hint".
 std::optional<Hint> read_hint(const json &obj, const std::string &path) {
   auto it = obj.find("hint");
@@ -215,7 +215,9 @@ std::optional<Hint> read_hint(const json &obj, const std::string &path) {
   h.file = get_str_or_null(*it, p, "file");
   h.line = get_int32_or_null(*it, p, "line", 0);
   return h;
-// DESIGN.md section 9 keys: optional on input (reports of native programs
+}
+
+// `holders` (docs/report-format.md): optional on input: optional on input (reports of native programs
 // and reports written before them have none).
 std::vector<Holder> read_holders(const json &obj, const std::string &path) {
   std::vector<Holder> out;
@@ -373,7 +375,7 @@ void read_report(const json &j, Report &r) {
     x.requested_bytes = get_u64(e, pth, "requested_bytes");
     x.device = get_int32_or_null(e, pth, "device", -1);
     x.live_bytes = get_u64(e, pth, "live_bytes");
-    // Added in version 1 (DESIGN 9): reports written before it have none.
+    // Added in version 1 (docs/report-format.md): reports written before it have none.
     if (auto rec = e.find("recovered"); rec != e.end()) {
       if (!rec->is_boolean()) fail(pth + ".recovered", "expected true or false");
       x.recovered = rec->get<bool>();

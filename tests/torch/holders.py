@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The holder scan on real PyTorch (DESIGN.md section 9): who keeps each live
+"""The holder scan on real PyTorch (docs/report-format.md): who keeps each live
 GPU block alive, reachable against leaked at exit, and what a scan costs.
 
     holders.py SCENARIO

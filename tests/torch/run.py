@@ -277,7 +277,7 @@ def scenario_pattern(pattern, mode):
                 # The model's .grad tensors (module globals) are alive at
                 # exit in both twins. Made by the autograd engine, they carry
                 # the borrowed backward() line under an <autograd ...> label;
-                # they are reachable, not the pattern's memory (DESIGN 9).
+                # they are reachable, not the pattern's memory (docs/report-format.md).
                 live_user = [l for l in r.get("leaks", []) if frames_in(l, script)
                              and l.get("kind") != "host-pinned" and not autograd_label(l)]
                 CHECK.true(f"{pattern} fixed: nothing from {pattern}.py live at exit "

@@ -1,4 +1,4 @@
-// DESIGN.md section 9: holders, reachable against leaked, and their report keys.
+// docs/report-format.md: holders, reachable against leaked, and their report keys.
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 

@@ -1,4 +1,4 @@
-// Safe points for the holder scan (DESIGN.md section 9): the moments the
+// Safe points for the holder scan (docs/report-format.md): the moments the
 // shim may run Python to find which objects keep live GPU memory alive.
 //
 // Never inside an intercepted call: a garbage collection there can free a
@@ -12,7 +12,7 @@
 //     while the interpreter is still whole.
 #pragma once
 
-#include "analysis_input.h"
+#include "report/model/analysis_input.h"
 
 namespace torchseal::holders {
 
