@@ -1,4 +1,4 @@
-// What a person is shown first of a Python process's site (DESIGN.md 9,
+// What a person is shown first of a Python process's site (docs/report-format.md,
 // "User frame"): the innermost Python frame outside torch's package and the
 // standard library, then the other Python frames, then the native frames
 // with the interpreter's and the frameworks' own frames folded into a count.
