@@ -5,21 +5,16 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cinttypes>
 #include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
+
+#include "report/render/site_json.h"
 
 namespace torchseal {
 namespace {
 
 using ojson = nlohmann::ordered_json;
-
-std::string hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%" PRIx64, v);
-  return buf;
-}
 
 // JSON has no NaN or infinity; a damaged timer must not make the report unreadable.
 double finite(double v) { return std::isfinite(v) ? v : 0.0; }
@@ -27,31 +22,22 @@ double finite(double v) { return std::isfinite(v) ? v : 0.0; }
 ojson str_or_null(const std::string &s) { return s.empty() ? ojson(nullptr) : ojson(s); }
 ojson device_json(int d) { return d < 0 ? ojson(nullptr) : ojson(d); }
 
-ojson native_json(const std::vector<NativeFrame> &frames) {
-  ojson a = ojson::array();
-  for (const NativeFrame &f : frames) {
-    ojson j;
-    j["function"] = str_or_null(f.function);
-    j["file"] = str_or_null(f.file);
-    j["line"] = f.line > 0 ? ojson(f.line) : ojson(nullptr);
-    j["module"] = str_or_null(f.module);
-    j["address"] = hex(f.address);
-    a.push_back(std::move(j));
-  }
-  return a;
+// A report entry's stacks, raw addresses kept for symbolizing later.
+template <class Entry>
+void put_stacks(ojson &e, const Entry &x) {
+  put_stacks(e, x, FrameAddress::Hex);
 }
 
-ojson python_json(const std::vector<PythonFrame> &frames) {
-  ojson a = ojson::array();
-  for (const PythonFrame &f : frames) {
-    ojson j;
-    j["function"] = f.function;
-    j["file"] = f.file;
-    j["line"] = f.line;
-    a.push_back(std::move(j));
-  }
-  return a;
-}
+// The summary's counters, in report key order; read and written alike.
+constexpr std::pair<const char *, uint64_t Summary::*> kSummaryCounts[] = {
+    {"leaked_bytes", &Summary::leaked_bytes},
+    {"leaked_allocations", &Summary::leaked_allocations},
+    {"leak_sites", &Summary::leak_sites},
+    {"peak_bytes", &Summary::peak_bytes},
+    {"events", &Summary::events},
+    {"suppressed_bytes", &Summary::suppressed_bytes},
+    {"cached_bytes", &Summary::cached_bytes},
+};
 
 // ---- reading ----
 
@@ -154,36 +140,43 @@ uint64_t parse_hex(const std::string &s, const std::string &path) {
   return v;
 }
 
-std::vector<NativeFrame> read_native(const json &obj, const std::string &path, const char *key) {
+// The array `key` of `obj`, each element read by `read(element, its path)`.
+template <class Entry, class Read>
+std::vector<Entry> read_entries(const json &obj, const std::string &path, const char *key, Read read) {
   const json &a = get_array(obj, path, key);
-  std::vector<NativeFrame> out;
+  std::vector<Entry> out;
   out.reserve(a.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    std::string p = elem(path, key, i);
-    NativeFrame f;
-    f.function = get_str_or_null(a[i], p, "function");
-    f.file = get_str_or_null(a[i], p, "file");
-    f.line = get_int32_or_null(a[i], p, "line", 0);
-    f.module = get_str_or_null(a[i], p, "module");
-    f.address = parse_hex(get_str(a[i], p, "address"), join(p, "address"));
-    out.push_back(std::move(f));
-  }
+  for (size_t i = 0; i < a.size(); ++i) out.push_back(read(a[i], elem(path, key, i)));
   return out;
 }
 
+std::vector<NativeFrame> read_native(const json &obj, const std::string &path, const char *key) {
+  return read_entries<NativeFrame>(obj, path, key, [](const json &e, const std::string &p) {
+    NativeFrame f;
+    f.function = get_str_or_null(e, p, "function");
+    f.file = get_str_or_null(e, p, "file");
+    f.line = get_int32_or_null(e, p, "line", 0);
+    f.module = get_str_or_null(e, p, "module");
+    f.address = parse_hex(get_str(e, p, "address"), join(p, "address"));
+    return f;
+  });
+}
+
 std::vector<PythonFrame> read_python(const json &obj, const std::string &path, const char *key) {
-  const json &a = get_array(obj, path, key);
-  std::vector<PythonFrame> out;
-  out.reserve(a.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    std::string p = elem(path, key, i);
+  return read_entries<PythonFrame>(obj, path, key, [](const json &e, const std::string &p) {
     PythonFrame f;
-    f.function = get_str_or_null(a[i], p, "function");
-    f.file = get_str_or_null(a[i], p, "file");
-    f.line = get_int32_or_null(a[i], p, "line", 0);
-    out.push_back(std::move(f));
-  }
-  return out;
+    f.function = get_str_or_null(e, p, "function");
+    f.file = get_str_or_null(e, p, "file");
+    f.line = get_int32_or_null(e, p, "line", 0);
+    return f;
+  });
+}
+
+// A site entry's two stacks (the keys put_stacks() writes).
+template <class Entry>
+void read_stacks(const json &e, const std::string &path, Entry &x) {
+  x.frames = read_native(e, path, "frames");
+  x.python_frames = read_python(e, path, "python_frames");
 }
 
 void check_one_of(const std::string &v, const std::string &path,
@@ -245,11 +238,10 @@ void read_report(const json &j, Report &r) {
 
   const json &p = member(j, "", "process");
   r.process.pid = get_i64(p, "process", "pid");
-  for (size_t i = 0; const json &a : get_array(p, "process", "argv")) {
-    if (!a.is_string()) fail(elem("process", "argv", i), "expected a string");
-    r.process.argv.push_back(a.get<std::string>());
-    ++i;
-  }
+  r.process.argv = read_entries<std::string>(p, "process", "argv", [](const json &a, const std::string &pth) {
+    if (!a.is_string()) fail(pth, "expected a string");
+    return a.get<std::string>();
+  });
   r.process.rank = get_int_or_null(p, "process", "rank", -1);
   r.process.hostname = get_str_or_null(p, "process", "hostname");
   r.process.start_time = get_num(p, "process", "start_time");
@@ -259,21 +251,12 @@ void read_report(const json &j, Report &r) {
 
   const json &s = member(j, "", "summary");
   Summary &m = r.summary;
-  m.leaked_bytes = get_u64(s, "summary", "leaked_bytes");
-  m.leaked_allocations = get_u64(s, "summary", "leaked_allocations");
-  m.leak_sites = get_u64(s, "summary", "leak_sites");
-  m.peak_bytes = get_u64(s, "summary", "peak_bytes");
-  m.events = get_u64(s, "summary", "events");
-  m.suppressed_bytes = get_u64(s, "summary", "suppressed_bytes");
-  m.cached_bytes = get_u64(s, "summary", "cached_bytes");
+  for (const auto &[key, field] : kSummaryCounts) m.*field = get_u64(s, "summary", key);
   const json &o = member(s, "summary", "overhead");
   m.overhead.events = get_u64(o, "summary.overhead", "events");
   m.overhead.seconds_in_torchseal = get_num(o, "summary.overhead", "seconds_in_torchseal");
 
-  const json &leaks = get_array(j, "", "leaks");
-  for (size_t i = 0; i < leaks.size(); ++i) {
-    std::string pth = elem("", "leaks", i);
-    const json &e = leaks[i];
+  r.leaks = read_entries<LeakEntry>(j, "", "leaks", [](const json &e, const std::string &pth) {
     LeakEntry l;
     l.kind = get_str(e, pth, "kind");
     check_one_of(l.kind, join(pth, "kind"),
@@ -284,15 +267,11 @@ void read_report(const json &j, Report &r) {
     l.allocations = get_u64(e, pth, "allocations");
     l.detected_at = get_str(e, pth, "detected_at");
     check_one_of(l.detected_at, join(pth, "detected_at"), {"exit", "context-teardown"});
-    l.frames = read_native(e, pth, "frames");
-    l.python_frames = read_python(e, pth, "python_frames");
-    r.leaks.push_back(std::move(l));
-  }
+    read_stacks(e, pth, l);
+    return l;
+  });
 
-  const json &growth = get_array(j, "", "growth");
-  for (size_t i = 0; i < growth.size(); ++i) {
-    std::string pth = elem("", "growth", i);
-    const json &e = growth[i];
+  r.growth = read_entries<GrowthEntry>(j, "", "growth", [](const json &e, const std::string &pth) {
     GrowthEntry g;
     g.bytes_per_step = get_num(e, pth, "bytes_per_step");
     g.growth_bytes = get_i64(e, pth, "growth_bytes");
@@ -300,59 +279,47 @@ void read_report(const json &j, Report &r) {
     g.r = get_num(e, pth, "r");
     g.kind = get_str(e, pth, "kind");
     g.api = get_str(e, pth, "api");
-    g.frames = read_native(e, pth, "frames");
-    g.python_frames = read_python(e, pth, "python_frames");
-    r.growth.push_back(std::move(g));
-  }
+    read_stacks(e, pth, g);
+    return g;
+  });
 
-  const json &ooms = get_array(j, "", "ooms");
-  for (size_t i = 0; i < ooms.size(); ++i) {
-    std::string pth = elem("", "ooms", i);
-    const json &e = ooms[i];
+  r.ooms = read_entries<OomEntry>(j, "", "ooms", [](const json &e, const std::string &pth) {
     OomEntry x;
     x.api = get_str(e, pth, "api");
     x.requested_bytes = get_u64(e, pth, "requested_bytes");
     x.device = get_int32_or_null(e, pth, "device", -1);
     x.live_bytes = get_u64(e, pth, "live_bytes");
-    x.frames = read_native(e, pth, "frames");
-    x.python_frames = read_python(e, pth, "python_frames");
-    const json &tops = get_array(e, pth, "top_sites");
-    for (size_t k = 0; k < tops.size(); ++k) {
-      std::string tp = elem(pth, "top_sites", k);
+    read_stacks(e, pth, x);
+    x.top_sites = read_entries<SiteTotal>(e, pth, "top_sites", [](const json &te, const std::string &tp) {
       SiteTotal t;
-      t.bytes = get_u64(tops[k], tp, "bytes");
-      t.allocations = get_u64(tops[k], tp, "allocations");
-      t.frames = read_native(tops[k], tp, "frames");
-      t.python_frames = read_python(tops[k], tp, "python_frames");
-      x.top_sites.push_back(std::move(t));
-    }
-    r.ooms.push_back(std::move(x));
-  }
+      t.bytes = get_u64(te, tp, "bytes");
+      t.allocations = get_u64(te, tp, "allocations");
+      read_stacks(te, tp, t);
+      return t;
+    });
+    return x;
+  });
 
   // Extra key (not in the base schema of docs/report-format.md): optional on input.
-  if (auto su = j.find("suppressions_used"); su != j.end()) {
-    if (!su->is_array()) fail("suppressions_used", "expected an array");
-    for (size_t i = 0; i < su->size(); ++i) {
-      std::string pth = elem("", "suppressions_used", i);
-      SuppressionUse u;
-      u.pattern = get_str((*su)[i], pth, "pattern");
-      u.allocations = get_u64((*su)[i], pth, "allocations");
-      u.bytes = get_u64((*su)[i], pth, "bytes");
-      r.suppressions_used.push_back(std::move(u));
-    }
+  if (j.contains("suppressions_used")) {
+    r.suppressions_used = read_entries<SuppressionUse>(
+        j, "", "suppressions_used", [](const json &e, const std::string &pth) {
+          SuppressionUse u;
+          u.pattern = get_str(e, pth, "pattern");
+          u.allocations = get_u64(e, pth, "allocations");
+          u.bytes = get_u64(e, pth, "bytes");
+          return u;
+        });
   }
 
-  const json &frees = get_array(j, "", "invalid_frees");
-  for (size_t i = 0; i < frees.size(); ++i) {
-    std::string pth = elem("", "invalid_frees", i);
-    const json &e = frees[i];
-    InvalidFreeEntry f;
-    f.api = get_str(e, pth, "api");
-    f.address = parse_hex(get_str(e, pth, "address"), join(pth, "address"));
-    f.frames = read_native(e, pth, "frames");
-    f.python_frames = read_python(e, pth, "python_frames");
-    r.invalid_frees.push_back(std::move(f));
-  }
+  r.invalid_frees = read_entries<InvalidFreeEntry>(
+      j, "", "invalid_frees", [](const json &e, const std::string &pth) {
+        InvalidFreeEntry f;
+        f.api = get_str(e, pth, "api");
+        f.address = parse_hex(get_str(e, pth, "address"), join(pth, "address"));
+        read_stacks(e, pth, f);
+        return f;
+      });
 }
 
 }  // namespace
@@ -376,89 +343,56 @@ std::string report_to_json(const Report &r) {
 
   const Summary &m = r.summary;
   ojson s;
-  s["leaked_bytes"] = m.leaked_bytes;
-  s["leaked_allocations"] = m.leaked_allocations;
-  s["leak_sites"] = m.leak_sites;
-  s["peak_bytes"] = m.peak_bytes;
-  s["events"] = m.events;
-  s["suppressed_bytes"] = m.suppressed_bytes;
-  s["cached_bytes"] = m.cached_bytes;
+  for (const auto &[key, field] : kSummaryCounts) s[key] = m.*field;
   s["overhead"] = {{"events", m.overhead.events},
                    {"seconds_in_torchseal", finite(m.overhead.seconds_in_torchseal)}};
   j["summary"] = std::move(s);
 
-  ojson leaks = ojson::array();
-  for (const LeakEntry &l : r.leaks) {
-    ojson e;
+  j["leaks"] = entries_json(r.leaks, [](ojson &e, const LeakEntry &l) {
     e["kind"] = l.kind;
     e["api"] = l.api;
     e["device"] = device_json(l.device);
     e["bytes"] = l.bytes;
     e["allocations"] = l.allocations;
     e["detected_at"] = l.detected_at;
-    e["frames"] = native_json(l.frames);
-    e["python_frames"] = python_json(l.python_frames);
-    leaks.push_back(std::move(e));
-  }
-  j["leaks"] = std::move(leaks);
+    put_stacks(e, l);
+  });
 
-  ojson growth = ojson::array();
-  for (const GrowthEntry &g : r.growth) {
-    ojson e;
+  j["growth"] = entries_json(r.growth, [](ojson &e, const GrowthEntry &g) {
     e["bytes_per_step"] = finite(g.bytes_per_step);
     e["growth_bytes"] = g.growth_bytes;
     e["steps"] = g.steps;
     e["r"] = finite(g.r);
     e["kind"] = g.kind;
     e["api"] = g.api;
-    e["frames"] = native_json(g.frames);
-    e["python_frames"] = python_json(g.python_frames);
-    growth.push_back(std::move(e));
-  }
-  j["growth"] = std::move(growth);
+    put_stacks(e, g);
+  });
 
-  ojson ooms = ojson::array();
-  for (const OomEntry &o : r.ooms) {
-    ojson e;
+  j["ooms"] = entries_json(r.ooms, [](ojson &e, const OomEntry &o) {
     e["api"] = o.api;
     e["requested_bytes"] = o.requested_bytes;
     e["device"] = device_json(o.device);
     e["live_bytes"] = o.live_bytes;
-    e["frames"] = native_json(o.frames);
-    e["python_frames"] = python_json(o.python_frames);
-    ojson tops = ojson::array();
-    for (const SiteTotal &t : o.top_sites) {
-      ojson te;
+    put_stacks(e, o);
+    e["top_sites"] = entries_json(o.top_sites, [](ojson &te, const SiteTotal &t) {
       te["bytes"] = t.bytes;
       te["allocations"] = t.allocations;
-      te["frames"] = native_json(t.frames);
-      te["python_frames"] = python_json(t.python_frames);
-      tops.push_back(std::move(te));
-    }
-    e["top_sites"] = std::move(tops);
-    ooms.push_back(std::move(e));
-  }
-  j["ooms"] = std::move(ooms);
+      put_stacks(te, t);
+    });
+  });
 
-  ojson frees = ojson::array();
-  for (const InvalidFreeEntry &f : r.invalid_frees) {
-    ojson e;
+  j["invalid_frees"] = entries_json(r.invalid_frees, [](ojson &e, const InvalidFreeEntry &f) {
     e["api"] = f.api;
-    e["address"] = hex(f.address);
-    e["frames"] = native_json(f.frames);
-    e["python_frames"] = python_json(f.python_frames);
-    frees.push_back(std::move(e));
-  }
-  j["invalid_frees"] = std::move(frees);
+    e["address"] = hex_address(f.address);
+    put_stacks(e, f);
+  });
 
   // Extra key, only when a suppression matched: reports without
   // suppressions stay byte-identical to the base schema.
   if (!r.suppressions_used.empty()) {
-    ojson used = ojson::array();
-    for (const SuppressionUse &u : r.suppressions_used) {
-      used.push_back({{"pattern", u.pattern}, {"allocations", u.allocations}, {"bytes", u.bytes}});
-    }
-    j["suppressions_used"] = std::move(used);
+    j["suppressions_used"] = entries_json(r.suppressions_used, [](ojson &e, const SuppressionUse &u) {
+      e = {{"pattern", u.pattern}, {"allocations", u.allocations}, {"bytes", u.bytes}};
+    });
   }
 
   try {
