@@ -13,12 +13,8 @@ namespace {
 
 
 int print_report(const Report &r, const std::string &format) {
-  std::string out = format == "json" ? report_to_json(r) : report_to_text(r);
-  if (std::fwrite(out.data(), 1, out.size(), stdout) != out.size() || std::fflush(stdout) != 0) {
-    print_error("cannot write to standard output");
-    return kExitUnusable;
-  }
-  return kExitOk;
+  return write_output("-", format == "json" ? report_to_json(r) : report_to_text(r)) ? kExitOk
+                                                                                    : kExitUnusable;
 }
 
 // The page: the report, plus a live-bytes timeline streamed from the history
@@ -39,12 +35,7 @@ int write_html(const Report &r, const ReportOptions &opts) {
   } else {
     in.no_timeline = "No timeline: FILE is a report (P.json), not a history (P.tseal).";
   }
-  std::string error;
-  if (!write_output(opts.html, render_html_report(in), error)) {
-    print_error(error);
-    return kExitUnusable;
-  }
-  return kExitOk;
+  return write_output(opts.html, render_html_report(in)) ? kExitOk : kExitUnusable;
 }
 
 }  // namespace
@@ -85,11 +76,7 @@ int report_command(const ReportOptions &opts) {
   // One dispatch for both inputs: a P.tseal history is replayed through the
   // same analysis the shim runs at exit; a P.json is read back.
   std::vector<Report> r;
-  std::string error;
-  if (!load_inputs({opts.file}, opts.suppressions, r, error)) {
-    print_error(error);
-    return kExitUnusable;
-  }
+  if (!load_inputs({opts.file}, opts.suppressions, r)) return kExitUnusable;
   if (!opts.html.empty()) return write_html(r[0], opts);
   return print_report(r[0], opts.format);
 }

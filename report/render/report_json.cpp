@@ -1,14 +1,10 @@
 #include "report/render/report_json.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "report/input/read_file.h"
 #include "report/render/site_json.h"
 
 namespace torchseal {
@@ -150,12 +146,19 @@ std::vector<Entry> read_entries(const json &obj, const std::string &path, const 
   return out;
 }
 
+// The keys native and Python frames share: function, file, line.
+template <class Frame>
+Frame read_frame(const json &e, const std::string &p) {
+  Frame f;
+  f.function = get_str_or_null(e, p, "function");
+  f.file = get_str_or_null(e, p, "file");
+  f.line = get_int32_or_null(e, p, "line", 0);
+  return f;
+}
+
 std::vector<NativeFrame> read_native(const json &obj, const std::string &path, const char *key) {
   return read_entries<NativeFrame>(obj, path, key, [](const json &e, const std::string &p) {
-    NativeFrame f;
-    f.function = get_str_or_null(e, p, "function");
-    f.file = get_str_or_null(e, p, "file");
-    f.line = get_int32_or_null(e, p, "line", 0);
+    NativeFrame f = read_frame<NativeFrame>(e, p);
     f.module = get_str_or_null(e, p, "module");
     f.address = parse_hex(get_str(e, p, "address"), join(p, "address"));
     return f;
@@ -163,13 +166,7 @@ std::vector<NativeFrame> read_native(const json &obj, const std::string &path, c
 }
 
 std::vector<PythonFrame> read_python(const json &obj, const std::string &path, const char *key) {
-  return read_entries<PythonFrame>(obj, path, key, [](const json &e, const std::string &p) {
-    PythonFrame f;
-    f.function = get_str_or_null(e, p, "function");
-    f.file = get_str_or_null(e, p, "file");
-    f.line = get_int32_or_null(e, p, "line", 0);
-    return f;
-  });
+  return read_entries<PythonFrame>(obj, path, key, read_frame<PythonFrame>);
 }
 
 // A site entry's two stacks (the keys put_stacks() writes).
@@ -433,39 +430,25 @@ bool report_from_json(std::string_view text, Report &out, std::string &error) {
 }
 
 bool read_report_file(const std::string &path, Report &out, std::string &error) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    error = "cannot open " + path + ": " + std::strerror(errno);
-    return false;
-  }
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    close(fd);
-    error = path + ": not a regular file";
-    return false;
-  }
-  if (static_cast<uint64_t>(st.st_size) > kMaxReportBytes) {
-    close(fd);
-    error = path + ": larger than " + std::to_string(kMaxReportBytes >> 20) + " MiB, not a report";
-    return false;
-  }
   std::string text;
-  try {
-    text.resize(static_cast<size_t>(st.st_size));
-  } catch (...) {
-    close(fd);
-    error = path + ": out of memory reading the file";
-    return false;
+  int err = 0;
+  switch (read_small_file(path, kMaxReportBytes, text, err)) {
+    case FileRead::CannotOpen:
+      error = "cannot open " + path + ": " + std::strerror(err);
+      return false;
+    case FileRead::NotRegular:
+      error = path + ": not a regular file";
+      return false;
+    case FileRead::TooLarge:
+      error = path + ": larger than " + std::to_string(kMaxReportBytes >> 20) + " MiB, not a report";
+      return false;
+    case FileRead::NoMemory:
+      error = path + ": out of memory reading the file";
+      return false;
+    case FileRead::ReadError:  // what was read fails to parse, with the place
+    case FileRead::Ok:
+      break;
   }
-  size_t got = 0;
-  while (got < text.size()) {
-    ssize_t n = read(fd, text.data() + got, text.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
-  }
-  close(fd);
-  text.resize(got);
   if (!report_from_json(text, out, error)) {
     error = path + ": " + error;
     return false;
