@@ -27,7 +27,7 @@ inc="-I$root -isystem $cuda_inc"
 report_srcs="model/event.cpp format/event_codec.cpp format/tseal_format.cpp input/history_reader.cpp
   input/module_map.cpp render/report_json.cpp analysis/analysis.cpp analysis/site.cpp
   input/symbolizer.cpp input/elf_symtab.cpp analysis/growth.cpp analysis/hints.cpp
-  analysis/suppressions.cpp"
+  analysis/suppressions.cpp input/read_file.cpp render/site_json.cpp"
 objs=""
 for s in $report_srcs; do
   o="$out/obj/$(echo "$s" | tr / _).o"
@@ -37,7 +37,7 @@ for s in $report_srcs; do
   objs="$objs $o"
 done
 shim_objs=""
-for s in runtime/output_path.cpp runtime/config.cpp runtime/log.cpp; do
+for s in runtime/output_path.cpp runtime/config.cpp runtime/log.cpp runtime/settings.cpp; do
   o="$out/obj/shim_$(echo "$s" | tr / _).o"
   if [ ! -f "$o" ] || [ "$root/shim/$s" -nt "$o" ]; then
     $cxx $flags -fsanitize=fuzzer-no-link $inc -c "$root/shim/$s" -o "$o"
