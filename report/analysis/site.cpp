@@ -127,34 +127,28 @@ uint32_t SiteIds::intern_parts(Parts &&parts) {
   return parts_.emplace(std::move(parts), uint32_t(parts_.size())).first->second;
 }
 
-uint32_t SiteIds::native_key(StackId native) {
-  auto it = native_keys_.find(native);
-  if (it != native_keys_.end()) return it->second;
+template <class Frame>
+uint32_t SiteIds::intern_stack(const std::vector<Frame> &frames) {
   Parts parts;
   std::string key;
-  for (const NativeFrame &f : native_frames(native)) {
+  for (const Frame &f : frames) {
     key.clear();
     append_frame_key(key, f);
     parts.push_back(intern_frame(key));
   }
-  uint32_t id = intern_parts(std::move(parts));
-  native_keys_.emplace(native, id);
-  return id;
+  return intern_parts(std::move(parts));
+}
+
+uint32_t SiteIds::native_key(StackId native) {
+  auto it = native_keys_.find(native);
+  if (it != native_keys_.end()) return it->second;
+  return native_keys_.emplace(native, intern_stack(native_frames(native))).first->second;
 }
 
 uint32_t SiteIds::python_key(PyStackId python) {
   auto it = python_keys_.find(python);
   if (it != python_keys_.end()) return it->second;
-  Parts parts;
-  std::string key;
-  for (const PythonFrame &f : python_frames(python)) {
-    key.clear();
-    append_frame_key(key, f);
-    parts.push_back(intern_frame(key));
-  }
-  uint32_t id = intern_parts(std::move(parts));
-  python_keys_.emplace(python, id);
-  return id;
+  return python_keys_.emplace(python, intern_stack(python_frames(python))).first->second;
 }
 
 uint32_t SiteIds::get(StackId native, PyStackId python) {

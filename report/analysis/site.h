@@ -76,6 +76,8 @@ class SiteIds {
 
   uint32_t intern_frame(const std::string &key);
   uint32_t intern_parts(Parts &&parts);
+  template <class Frame>
+  uint32_t intern_stack(const std::vector<Frame> &frames);  // parts id of a whole stack
   uint32_t native_key(StackId native);
   uint32_t python_key(PyStackId python);
 

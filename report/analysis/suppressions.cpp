@@ -1,12 +1,9 @@
 #include "report/analysis/suppressions.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
+
+#include "report/input/read_file.h"
 
 namespace torchseal {
 namespace {
@@ -84,27 +81,15 @@ bool Suppressions::parse(std::string_view text, const std::string &source, std::
 }
 
 bool Suppressions::load(const std::string &path, std::string &error) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    error = "suppressions file " + path + ": " + std::strerror(errno);
-    return false;
-  }
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || size_t(st.st_size) > kMaxSuppressionsFile) {
-    close(fd);
-    error = "suppressions file " + path + ": not a regular file of at most 1 MiB";
-    return false;
-  }
   std::string text;
-  char buf[8192];
-  ssize_t n;
-  while ((n = read(fd, buf, sizeof buf)) > 0 && text.size() <= kMaxSuppressionsFile) {
-    text.append(buf, size_t(n));
-  }
-  int err = errno;
-  close(fd);
-  if (n < 0) {
+  int err = 0;
+  FileRead got = read_small_file(path, kMaxSuppressionsFile, text, err);
+  if (got == FileRead::CannotOpen || got == FileRead::ReadError) {
     error = "suppressions file " + path + ": " + std::strerror(err);
+    return false;
+  }
+  if (got != FileRead::Ok) {
+    error = "suppressions file " + path + ": not a regular file of at most 1 MiB";
     return false;
   }
   return parse(text, path, error);

@@ -31,16 +31,9 @@ CLI::App *add_baseline_command(CLI::App &app, BaselineOptions &opts) {
 
 int baseline_command(const BaselineOptions &opts) {
   std::vector<Report> reports;
-  std::string error;
-  if (!load_inputs(opts.reports, opts.suppressions, reports, error)) {
-    print_error(error);
-    return kExitUnusable;
-  }
+  if (!load_inputs(opts.reports, opts.suppressions, reports)) return kExitUnusable;
   Baseline b = baseline_from_reports(reports);
-  if (!write_output(opts.output, baseline_to_json(b), error)) {
-    print_error(error);
-    return kExitUnusable;
-  }
+  if (!write_output(opts.output, baseline_to_json(b))) return kExitUnusable;
   if (opts.output != "-") {
     std::fprintf(stderr, "torchseal: baseline of %zu site(s) written to %s\n", b.sites.size(),
                  opts.output.c_str());

@@ -190,10 +190,7 @@ int check_reports(const std::vector<std::string> &paths, const GateFlags &flags)
     return kExitUnusable;
   }
   std::vector<Report> reports;
-  if (!load_inputs(paths, flags.suppressions, reports, error)) {
-    print_error(error);
-    return kExitUnusable;
-  }
+  if (!load_inputs(paths, flags.suppressions, reports)) return kExitUnusable;
   GateLimits limits;
   if (flags.max_leaked_bytes >= 0) limits.max_leaked_bytes = uint64_t(flags.max_leaked_bytes);
   if (flags.max_growth_bytes_per_step >= 0) limits.max_growth_bytes_per_step = flags.max_growth_bytes_per_step;
@@ -219,8 +216,7 @@ int check_reports(const std::vector<std::string> &paths, const GateFlags &flags)
     cases.push_back(std::move(jc));
   }
   std::fflush(stdout);
-  if (!flags.junit.empty() && !write_output(flags.junit, junit_xml("torchseal", cases), error)) {
-    print_error(error);
+  if (!flags.junit.empty() && !write_output(flags.junit, junit_xml("torchseal", cases))) {
     return kExitUnusable;
   }
   return failed ? kExitLimitExceeded : kExitOk;

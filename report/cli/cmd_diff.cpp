@@ -30,19 +30,12 @@ CLI::App *add_diff_command(CLI::App &app, DiffOptions &opts) {
 
 int diff_command(const DiffOptions &opts) {
   std::vector<Report> reports;
-  std::string error;
-  if (!load_inputs({opts.a, opts.b}, opts.suppressions, reports, error)) {
-    print_error(error);
-    return kExitUnusable;
-  }
+  if (!load_inputs({opts.a, opts.b}, opts.suppressions, reports)) return kExitUnusable;
   ReportDiff d = diff_reports(reports[0], reports[1]);
   d.path_a = opts.a;
   d.path_b = opts.b;
-  if (!write_output("-", opts.format == "json" ? diff_to_json(d) : diff_to_text(d), error)) {
-    print_error(error);
-    return kExitUnusable;
-  }
-  return kExitOk;
+  return write_output("-", opts.format == "json" ? diff_to_json(d) : diff_to_text(d)) ? kExitOk
+                                                                                     : kExitUnusable;
 }
 
 }  // namespace torchseal::cli

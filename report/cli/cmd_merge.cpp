@@ -32,16 +32,9 @@ CLI::App *add_merge_command(CLI::App &app, MergeOptions &opts) {
 
 int merge_command(const MergeOptions &opts) {
   std::vector<Report> reports;
-  std::string error;
-  if (!load_inputs(opts.reports, opts.suppressions, reports, error)) {
-    print_error(error);
-    return kExitUnusable;
-  }
+  if (!load_inputs(opts.reports, opts.suppressions, reports)) return kExitUnusable;
   MergedReport m = merge_reports(reports);
-  if (!write_output(opts.output, merged_to_json(m), error)) {
-    print_error(error);
-    return kExitUnusable;
-  }
+  if (!write_output(opts.output, merged_to_json(m))) return kExitUnusable;
   std::fputs(merged_notes(m).c_str(), stderr);
   return kExitOk;
 }

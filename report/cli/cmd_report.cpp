@@ -18,14 +18,6 @@ std::string report_formats() {
   return names;
 }
 
-int print_report(const std::string &out) {
-  if (std::fwrite(out.data(), 1, out.size(), stdout) != out.size() || std::fflush(stdout) != 0) {
-    print_error("cannot write to standard output");
-    return kExitUnusable;
-  }
-  return kExitOk;
-}
-
 }  // namespace
 
 CLI::App *add_report_command(CLI::App &app, ReportOptions &opts) {
@@ -69,23 +61,13 @@ int report_command(const ReportOptions &opts) {
   // One dispatch for both inputs: a P.tseal history is replayed through the
   // same analysis the shim runs at exit; a P.json is read back.
   std::vector<Report> r;
-  std::string error;
-  if (!load_inputs({opts.file}, opts.suppressions, r, error)) {
-    print_error(error);
-    return kExitUnusable;
-  }
+  if (!load_inputs({opts.file}, opts.suppressions, r)) return kExitUnusable;
   RenderRequest req;
   req.source = opts.file;
   req.report = &r[0];
-  if (!opts.html.empty()) {
-    if (!write_output(opts.html, find_renderer("html", RenderInput::Report)->render_report(req),
-                      error)) {
-      print_error(error);
-      return kExitUnusable;
-    }
-    return kExitOk;
-  }
-  return print_report(find_renderer(opts.format, RenderInput::Report)->render_report(req));
+  const Renderer *renderer = find_renderer(opts.html.empty() ? opts.format : "html", RenderInput::Report);
+  const std::string &path = opts.html.empty() ? std::string("-") : opts.html;
+  return write_output(path, renderer->render_report(req)) ? kExitOk : kExitUnusable;
 }
 
 }  // namespace torchseal::cli

@@ -97,12 +97,13 @@ CLI::App *add_merge_command(CLI::App &app, MergeOptions &opts);
 int merge_command(const MergeOptions &opts);
 
 // Loads each path (P.json, or P.tseal replayed) with the suppressions file
-// (may be empty) applied; prints warnings; on failure sets a one-line error.
+// (may be empty) applied; prints warnings, and on failure the one-line
+// error: the caller then exits with kExitUnusable.
 bool load_inputs(const std::vector<std::string> &paths, const std::string &suppressions,
-                 std::vector<Report> &out, std::string &error);
+                 std::vector<Report> &out);
 
 // Writes `text` to `path` ("-" = stdout) atomically enough for CI: a
-// temporary file renamed into place. One-line error on failure.
-bool write_output(const std::string &path, const std::string &text, std::string &error);
+// temporary file renamed into place. Prints the one-line error on failure.
+bool write_output(const std::string &path, const std::string &text);
 
 }  // namespace torchseal::cli

@@ -12,8 +12,10 @@
 
 namespace torchseal::cli {
 
-bool load_inputs(const std::vector<std::string> &paths, const std::string &suppressions,
-                 std::vector<Report> &out, std::string &error) {
+namespace {
+
+bool load_all(const std::vector<std::string> &paths, const std::string &suppressions,
+              std::vector<Report> &out, std::string &error) {
   Suppressions supp;
   if (!suppressions.empty() && !supp.load(suppressions, error)) return false;
   AnalysisOptions opts;
@@ -33,7 +35,7 @@ bool load_inputs(const std::vector<std::string> &paths, const std::string &suppr
   return true;
 }
 
-bool write_output(const std::string &path, const std::string &text, std::string &error) {
+bool write_all(const std::string &path, const std::string &text, std::string &error) {
   if (path == "-") {
     if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0) {
       error = "cannot write to standard output";
@@ -66,6 +68,23 @@ bool write_output(const std::string &path, const std::string &text, std::string 
     return false;
   }
   return true;
+}
+
+}  // namespace
+
+bool load_inputs(const std::vector<std::string> &paths, const std::string &suppressions,
+                 std::vector<Report> &out) {
+  std::string error;
+  if (load_all(paths, suppressions, out, error)) return true;
+  print_error(error);
+  return false;
+}
+
+bool write_output(const std::string &path, const std::string &text) {
+  std::string error;
+  if (write_all(path, text, error)) return true;
+  print_error(error);
+  return false;
 }
 
 }  // namespace torchseal::cli

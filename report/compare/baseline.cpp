@@ -1,16 +1,13 @@
 #include "report/compare/baseline.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
 
 #include "report/analysis/site_match.h"
+#include "report/input/read_file.h"
+#include "report/render/site_json.h"
 
 namespace torchseal {
 namespace {
@@ -99,6 +96,45 @@ int64_t num(const json &o, const std::string &path, const char *key, bool nullab
   return v.get<int64_t>();
 }
 
+// The array `a` found at `where`, each element read by `read(element, its path)`.
+template <class T, class Read>
+std::vector<T> list(const json &a, const std::string &where, Read read) {
+  if (!a.is_array()) throw Bad{where + ": expected an array"};
+  std::vector<T> out;
+  for (size_t k = 0; k < a.size(); ++k) out.push_back(read(a[k], where + "[" + std::to_string(k) + "]"));
+  return out;
+}
+
+// The keys native and Python frames share: function, file, line.
+template <class Frame>
+Frame read_frame(const json &o, const std::string &path) {
+  Frame f;
+  f.function = str(o, path, "function", true);
+  f.file = str(o, path, "file", true);
+  f.line = int(num(o, path, "line", true));
+  return f;
+}
+
+NativeFrame read_native(const json &o, const std::string &path) {
+  NativeFrame f = read_frame<NativeFrame>(o, path);
+  f.module = str(o, path, "module", true);
+  if (o.contains("address")) f.address = uint64_t(num(o, path, "address"));
+  return f;
+}
+
+BaselineSite read_site(const json &e, const std::string &p) {
+  BaselineSite s;
+  s.type = str(e, p, "type");
+  if (s.type != "leak" && s.type != "growth") throw Bad{p + ".type: expected leak or growth"};
+  s.kind = str(e, p, "kind");
+  s.api = str(e, p, "api");
+  s.bytes = uint64_t(num(e, p, "bytes"));
+  s.allocations = uint64_t(num(e, p, "allocations"));
+  s.frames = list<NativeFrame>(need(e, p, "frames"), p + ".frames", read_native);
+  s.python_frames = list<PythonFrame>(need(e, p, "python_frames"), p + ".python_frames", read_frame<PythonFrame>);
+  return s;
+}
+
 }  // namespace
 
 Baseline baseline_from_reports(const std::vector<Report> &reports) {
@@ -119,34 +155,15 @@ std::string baseline_to_json(const Baseline &b) {
   ojson j;
   j["format"] = kBaselineFormat;
   j["version"] = kBaselineVersion;
-  ojson sites = ojson::array();
-  for (const BaselineSite &s : b.sites) {
-    ojson e;
+  j["sites"] = entries_json(b.sites, [](ojson &e, const BaselineSite &s) {
     e["type"] = s.type;
     e["kind"] = s.kind;
     e["api"] = s.api;
     e["bytes"] = s.bytes;
     e["allocations"] = s.allocations;
-    ojson frames = ojson::array();
-    for (const NativeFrame &f : s.frames) {
-      ojson fj;
-      fj["function"] = f.function.empty() ? ojson(nullptr) : ojson(f.function);
-      fj["file"] = f.file.empty() ? ojson(nullptr) : ojson(f.file);
-      fj["line"] = f.line > 0 ? ojson(f.line) : ojson(nullptr);
-      fj["module"] = f.module.empty() ? ojson(nullptr) : ojson(f.module);
-      // Only meaningful for frames without symbols (their only identity).
-      if (f.function.empty() && f.file.empty()) fj["address"] = f.address;
-      frames.push_back(std::move(fj));
-    }
-    e["frames"] = std::move(frames);
-    ojson py = ojson::array();
-    for (const PythonFrame &f : s.python_frames) {
-      py.push_back({{"function", f.function}, {"file", f.file}, {"line", f.line}});
-    }
-    e["python_frames"] = std::move(py);
-    sites.push_back(std::move(e));
-  }
-  j["sites"] = std::move(sites);
+    // The address only where it is a frame's only identity.
+    put_stacks(e, s, FrameAddress::WhenUnsymbolized);
+  });
   return j.dump(2, ' ', false, ojson::error_handler_t::replace) + "\n";
 }
 
@@ -163,43 +180,8 @@ bool baseline_from_json(const std::string &text, Baseline &out, std::string &err
     if (num(j, "baseline", "version") != kBaselineVersion) {
       throw Bad{"unsupported baseline version (this torchseal reads version 1)"};
     }
-    const json &sites = need(j, "baseline", "sites");
-    if (!sites.is_array()) throw Bad{"sites: expected an array"};
     Baseline b;
-    for (size_t i = 0; i < sites.size(); ++i) {
-      std::string p = "sites[" + std::to_string(i) + "]";
-      const json &e = sites[i];
-      BaselineSite s;
-      s.type = str(e, p, "type");
-      if (s.type != "leak" && s.type != "growth") throw Bad{p + ".type: expected leak or growth"};
-      s.kind = str(e, p, "kind");
-      s.api = str(e, p, "api");
-      s.bytes = uint64_t(num(e, p, "bytes"));
-      s.allocations = uint64_t(num(e, p, "allocations"));
-      const json &frames = need(e, p, "frames");
-      if (!frames.is_array()) throw Bad{p + ".frames: expected an array"};
-      for (size_t k = 0; k < frames.size(); ++k) {
-        std::string fp = p + ".frames[" + std::to_string(k) + "]";
-        NativeFrame f;
-        f.function = str(frames[k], fp, "function", true);
-        f.file = str(frames[k], fp, "file", true);
-        f.line = int(num(frames[k], fp, "line", true));
-        f.module = str(frames[k], fp, "module", true);
-        if (frames[k].contains("address")) f.address = uint64_t(num(frames[k], fp, "address"));
-        s.frames.push_back(std::move(f));
-      }
-      const json &py = need(e, p, "python_frames");
-      if (!py.is_array()) throw Bad{p + ".python_frames: expected an array"};
-      for (size_t k = 0; k < py.size(); ++k) {
-        std::string fp = p + ".python_frames[" + std::to_string(k) + "]";
-        PythonFrame f;
-        f.function = str(py[k], fp, "function", true);
-        f.file = str(py[k], fp, "file", true);
-        f.line = int(num(py[k], fp, "line", true));
-        s.python_frames.push_back(std::move(f));
-      }
-      b.sites.push_back(std::move(s));
-    }
+    b.sites = list<BaselineSite>(need(j, "baseline", "sites"), "sites", read_site);
     out = std::move(b);
     return true;
   } catch (const Bad &b) {
@@ -211,22 +193,18 @@ bool baseline_from_json(const std::string &text, Baseline &out, std::string &err
 }
 
 bool read_baseline_file(const std::string &path, Baseline &out, std::string &error) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    error = "cannot open " + path + ": " + std::strerror(errno);
+  std::string text;
+  int err = 0;
+  FileRead got = read_small_file(path, kMaxBaselineBytes, text, err);
+  if (got == FileRead::CannotOpen) {
+    error = "cannot open " + path + ": " + std::strerror(err);
     return false;
   }
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || size_t(st.st_size) > kMaxBaselineBytes) {
-    close(fd);
+  // After a read error, what was read fails to parse, with the place.
+  if (got != FileRead::Ok && got != FileRead::ReadError) {
     error = path + ": not a regular file of at most 64 MiB";
     return false;
   }
-  std::string text;
-  char buf[65536];
-  ssize_t n;
-  while ((n = read(fd, buf, sizeof buf)) > 0) text.append(buf, size_t(n));
-  close(fd);
   if (!baseline_from_json(text, out, error)) {
     error = path + ": " + error;
     return false;

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "report/analysis/site_match.h"
+#include "report/render/site_json.h"
 
 namespace torchseal {
 namespace {
@@ -31,23 +32,47 @@ std::string signed_bytes(int64_t v) {
   return buf;
 }
 
-ojson frames_json(const std::vector<NativeFrame> &frames) {
-  ojson a = ojson::array();
-  for (const NativeFrame &f : frames) {
-    a.push_back({{"function", f.function.empty() ? ojson(nullptr) : ojson(f.function)},
-                 {"file", f.file.empty() ? ojson(nullptr) : ojson(f.file)},
-                 {"line", f.line > 0 ? ojson(f.line) : ojson(nullptr)},
-                 {"module", f.module.empty() ? ojson(nullptr) : ojson(f.module)}});
+// Matches the sites of A and B (by `view`) and returns the changed ones:
+// B's in order, new or grown/shrunk by `size`, then A's unmatched ones
+// (gone). `make(status, a_entry, b_entry)` builds a delta from the entries
+// present (a null pointer for the side without the site); the unchanged
+// sites are only counted.
+template <class Delta, class Entry, class View, class Size, class Make>
+std::vector<Delta> changed_sites(const std::vector<Entry> &a, const std::vector<Entry> &b,
+                                 View view, Size size, Make make, size_t &unchanged) {
+  std::vector<SiteView> va, vb;
+  for (const Entry &e : a) va.push_back(view(e));
+  for (const Entry &e : b) vb.push_back(view(e));
+  std::vector<long> m = match_sites(va, vb);
+  std::vector<bool> a_matched(a.size(), false);
+  std::vector<Delta> out;
+  for (size_t j = 0; j < b.size(); ++j) {
+    const Entry *ea = m[j] >= 0 ? &a[size_t(m[j])] : nullptr;
+    DiffStatus status = DiffStatus::New;
+    if (ea) {
+      a_matched[size_t(m[j])] = true;
+      status = size(b[j]) > size(*ea)   ? DiffStatus::Grown
+               : size(b[j]) < size(*ea) ? DiffStatus::Shrunk
+                                        : DiffStatus::Same;
+    }
+    if (status == DiffStatus::Same) {
+      ++unchanged;
+    } else {
+      out.push_back(make(status, ea, &b[j]));
+    }
   }
-  return a;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!a_matched[i]) out.push_back(make(DiffStatus::Gone, &a[i], nullptr));
+  }
+  return out;
 }
 
-ojson python_json(const std::vector<PythonFrame> &frames) {
-  ojson a = ojson::array();
-  for (const PythonFrame &f : frames) {
-    a.push_back({{"function", f.function}, {"file", f.file}, {"line", f.line}});
-  }
-  return a;
+// The keys every delta starts with.
+template <class Delta>
+void put_head(ojson &e, const Delta &x) {
+  e["status"] = diff_status_name(x.status);
+  e["kind"] = x.kind;
+  e["api"] = x.api;
 }
 
 }  // namespace
@@ -71,36 +96,17 @@ ReportDiff diff_reports(const Report &a, const Report &b) {
   d.leak_sites_b = b.leaks.size();
 
   // ---- leaks ----
-  std::vector<SiteView> va, vb;
-  for (const LeakEntry &e : a.leaks) va.push_back(site_view(e, device_extra(e.device)));
-  for (const LeakEntry &e : b.leaks) vb.push_back(site_view(e, device_extra(e.device)));
-  std::vector<long> m = match_sites(va, vb);
-  std::vector<bool> a_matched(a.leaks.size(), false);
-  for (size_t j = 0; j < b.leaks.size(); ++j) {
-    const LeakEntry &eb = b.leaks[j];
-    LeakDelta x{DiffStatus::New, eb.kind, eb.api, eb.device, 0, eb.bytes, 0, eb.allocations,
-                eb.frames, eb.python_frames};
-    if (m[j] >= 0) {
-      const LeakEntry &ea = a.leaks[size_t(m[j])];
-      a_matched[size_t(m[j])] = true;
-      x.bytes_a = ea.bytes;
-      x.allocations_a = ea.allocations;
-      x.status = eb.bytes > ea.bytes   ? DiffStatus::Grown
-                 : eb.bytes < ea.bytes ? DiffStatus::Shrunk
-                                       : DiffStatus::Same;
-    }
-    if (x.status == DiffStatus::Same) {
-      ++d.unchanged_leak_sites;
-    } else {
-      d.leaks.push_back(std::move(x));
-    }
-  }
-  for (size_t i = 0; i < a.leaks.size(); ++i) {
-    if (a_matched[i]) continue;
-    const LeakEntry &ea = a.leaks[i];
-    d.leaks.push_back({DiffStatus::Gone, ea.kind, ea.api, ea.device, ea.bytes, 0, ea.allocations, 0,
-                       ea.frames, ea.python_frames});
-  }
+  d.leaks = changed_sites<LeakDelta>(
+      a.leaks, b.leaks, [](const LeakEntry &e) { return site_view(e, device_extra(e.device)); },
+      [](const LeakEntry &e) { return e.bytes; },
+      [](DiffStatus status, const LeakEntry *ea, const LeakEntry *eb) {
+        const LeakEntry &e = eb ? *eb : *ea;  // B's site when it has one
+        return LeakDelta{status, e.kind, e.api, e.device,
+                         ea ? ea->bytes : 0, eb ? eb->bytes : 0,
+                         ea ? ea->allocations : 0, eb ? eb->allocations : 0,
+                         e.frames, e.python_frames};
+      },
+      d.unchanged_leak_sites);
   std::stable_sort(d.leaks.begin(), d.leaks.end(), [](const LeakDelta &x, const LeakDelta &y) {
     if (status_rank(x.status) != status_rank(y.status)) {
       return status_rank(x.status) < status_rank(y.status);
@@ -109,36 +115,17 @@ ReportDiff diff_reports(const Report &a, const Report &b) {
   });
 
   // ---- growth: compare rates ----
-  std::vector<SiteView> ga, gb;
-  for (const GrowthEntry &e : a.growth) ga.push_back(site_view(e));
-  for (const GrowthEntry &e : b.growth) gb.push_back(site_view(e));
-  std::vector<long> gm = match_sites(ga, gb);
-  std::vector<bool> ga_matched(a.growth.size(), false);
-  for (size_t j = 0; j < b.growth.size(); ++j) {
-    const GrowthEntry &eb = b.growth[j];
-    GrowthDelta x{DiffStatus::New, eb.kind, eb.api, 0, eb.bytes_per_step, 0, eb.growth_bytes,
-                  eb.frames, eb.python_frames};
-    if (gm[j] >= 0) {
-      const GrowthEntry &ea = a.growth[size_t(gm[j])];
-      ga_matched[size_t(gm[j])] = true;
-      x.bytes_per_step_a = ea.bytes_per_step;
-      x.growth_bytes_a = ea.growth_bytes;
-      x.status = eb.bytes_per_step > ea.bytes_per_step   ? DiffStatus::Grown
-                 : eb.bytes_per_step < ea.bytes_per_step ? DiffStatus::Shrunk
-                                                         : DiffStatus::Same;
-    }
-    if (x.status == DiffStatus::Same) {
-      ++d.unchanged_growth_sites;
-    } else {
-      d.growth.push_back(std::move(x));
-    }
-  }
-  for (size_t i = 0; i < a.growth.size(); ++i) {
-    if (ga_matched[i]) continue;
-    const GrowthEntry &ea = a.growth[i];
-    d.growth.push_back({DiffStatus::Gone, ea.kind, ea.api, ea.bytes_per_step, 0, ea.growth_bytes, 0,
-                        ea.frames, ea.python_frames});
-  }
+  d.growth = changed_sites<GrowthDelta>(
+      a.growth, b.growth, [](const GrowthEntry &e) { return site_view(e); },
+      [](const GrowthEntry &e) { return e.bytes_per_step; },
+      [](DiffStatus status, const GrowthEntry *ea, const GrowthEntry *eb) {
+        const GrowthEntry &e = eb ? *eb : *ea;
+        return GrowthDelta{status, e.kind, e.api,
+                           ea ? ea->bytes_per_step : 0, eb ? eb->bytes_per_step : 0,
+                           ea ? ea->growth_bytes : 0, eb ? eb->growth_bytes : 0,
+                           e.frames, e.python_frames};
+      },
+      d.unchanged_growth_sites);
   std::stable_sort(d.growth.begin(), d.growth.end(), [](const GrowthDelta &x, const GrowthDelta &y) {
     return status_rank(x.status) < status_rank(y.status);
   });
@@ -180,39 +167,25 @@ std::string diff_to_json(const ReportDiff &d) {
   j["version"] = 1;
   j["a"] = {{"path", d.path_a}, {"leaked_bytes", d.leaked_bytes_a}, {"leak_sites", d.leak_sites_a}};
   j["b"] = {{"path", d.path_b}, {"leaked_bytes", d.leaked_bytes_b}, {"leak_sites", d.leak_sites_b}};
-  ojson leaks = ojson::array();
-  for (const LeakDelta &x : d.leaks) {
-    ojson e;
-    e["status"] = diff_status_name(x.status);
-    e["kind"] = x.kind;
-    e["api"] = x.api;
+  j["leaks"] = entries_json(d.leaks, [](ojson &e, const LeakDelta &x) {
+    put_head(e, x);
     e["device"] = x.device < 0 ? ojson(nullptr) : ojson(x.device);
     e["bytes_a"] = x.bytes_a;
     e["bytes_b"] = x.bytes_b;
     e["bytes_delta"] = int64_t(x.bytes_b) - int64_t(x.bytes_a);
     e["allocations_a"] = x.allocations_a;
     e["allocations_b"] = x.allocations_b;
-    e["frames"] = frames_json(x.frames);
-    e["python_frames"] = python_json(x.python_frames);
-    leaks.push_back(std::move(e));
-  }
-  j["leaks"] = std::move(leaks);
-  ojson growth = ojson::array();
-  for (const GrowthDelta &x : d.growth) {
-    ojson e;
-    e["status"] = diff_status_name(x.status);
-    e["kind"] = x.kind;
-    e["api"] = x.api;
+    put_stacks(e, x, FrameAddress::None);
+  });
+  j["growth"] = entries_json(d.growth, [](ojson &e, const GrowthDelta &x) {
+    put_head(e, x);
     e["bytes_per_step_a"] = x.bytes_per_step_a;
     e["bytes_per_step_b"] = x.bytes_per_step_b;
     e["bytes_per_step_delta"] = x.bytes_per_step_b - x.bytes_per_step_a;
     e["growth_bytes_a"] = x.growth_bytes_a;
     e["growth_bytes_b"] = x.growth_bytes_b;
-    e["frames"] = frames_json(x.frames);
-    e["python_frames"] = python_json(x.python_frames);
-    growth.push_back(std::move(e));
-  }
-  j["growth"] = std::move(growth);
+    put_stacks(e, x, FrameAddress::None);
+  });
   j["unchanged"] = {{"leak_sites", d.unchanged_leak_sites}, {"growth_sites", d.unchanged_growth_sites}};
   return j.dump(2, ' ', false, ojson::error_handler_t::replace) + "\n";
 }

@@ -1,29 +1,13 @@
 #include "report/compare/junit.h"
 
+#include "report/render/html_escape.h"
+
 namespace torchseal {
 
 std::string xml_escape(const std::string &s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    unsigned char u = static_cast<unsigned char>(c);
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default:
-        // Control characters other than tab/newline/CR are not allowed in
-        // XML 1.0 even as references; a symbol name must not break the file.
-        if (u < 0x20 && c != '\t' && c != '\n' && c != '\r') {
-          out += '?';
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out;
+  // Control characters other than tab/newline/CR are not allowed in XML 1.0
+  // even as references; a symbol name must not break the file.
+  return markup_escape(s, "&apos;", "\t\n\r", false);
 }
 
 std::string junit_xml(const std::string &suite, const std::vector<JUnitCase> &cases) {

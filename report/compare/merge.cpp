@@ -61,6 +61,18 @@ std::string join_keys(const std::map<std::string, RankShare> &m) {
   return s;
 }
 
+// Adds "ranks" ({label: share(s)}) and "uniform" to each of `entries`.
+template <class Share>
+void add_ranks(ojson &entries, const std::vector<std::map<std::string, RankShare>> &ranks,
+               const std::vector<bool> &uniform, Share share) {
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    ojson by_label = ojson::object();
+    for (const auto &[label, s] : ranks[i]) by_label[label] = share(s);
+    entries[i]["ranks"] = std::move(by_label);
+    entries[i]["uniform"] = bool(uniform[i]);
+  }
+}
+
 }  // namespace
 
 MergedReport merge_reports(const std::vector<Report> &inputs) {
@@ -172,22 +184,12 @@ MergedReport merge_reports(const std::vector<Report> &inputs) {
 
 std::string merged_to_json(const MergedReport &m) {
   ojson j = ojson::parse(report_to_json(m.report));
-  for (size_t i = 0; i < m.leak_ranks.size(); ++i) {
-    ojson ranks = ojson::object();
-    for (const auto &[label, s] : m.leak_ranks[i]) {
-      ranks[label] = {{"bytes", s.bytes}, {"allocations", s.allocations}};
-    }
-    j["leaks"][i]["ranks"] = std::move(ranks);
-    j["leaks"][i]["uniform"] = bool(m.leak_uniform[i]);
-  }
-  for (size_t i = 0; i < m.growth_ranks.size(); ++i) {
-    ojson ranks = ojson::object();
-    for (const auto &[label, s] : m.growth_ranks[i]) {
-      ranks[label] = {{"bytes", s.bytes}, {"bytes_per_step", s.bytes_per_step}};
-    }
-    j["growth"][i]["ranks"] = std::move(ranks);
-    j["growth"][i]["uniform"] = bool(m.growth_uniform[i]);
-  }
+  add_ranks(j["leaks"], m.leak_ranks, m.leak_uniform, [](const RankShare &s) {
+    return ojson{{"bytes", s.bytes}, {"allocations", s.allocations}};
+  });
+  add_ranks(j["growth"], m.growth_ranks, m.growth_uniform, [](const RankShare &s) {
+    return ojson{{"bytes", s.bytes}, {"bytes_per_step", s.bytes_per_step}};
+  });
   ojson from = ojson::array();
   for (size_t k = 0; k < m.labels.size(); ++k) from.push_back(m.labels[k]);
   j["merged_from"] = std::move(from);

@@ -5,7 +5,8 @@
 
 namespace torchseal {
 
-std::string html_escape(std::string_view s) {
+std::string markup_escape(std::string_view s, const char *apos, std::string_view keep_controls,
+                          bool replace_del) {
   std::string out;
   out.reserve(s.size() + s.size() / 8);
   for (char c : s) {
@@ -14,9 +15,10 @@ std::string html_escape(std::string_view s) {
       case '<': out += "&lt;"; break;
       case '>': out += "&gt;"; break;
       case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
+      case '\'': out += apos; break;
       default:
-        if ((static_cast<unsigned char>(c) < 0x20 && c != '\t') || c == 0x7f) {
+        if ((static_cast<unsigned char>(c) < 0x20 && keep_controls.find(c) == std::string_view::npos) ||
+            (replace_del && c == 0x7f)) {
           out += '?';
         } else {
           out += c;
@@ -25,6 +27,8 @@ std::string html_escape(std::string_view s) {
   }
   return out;
 }
+
+std::string html_escape(std::string_view s) { return markup_escape(s, "&#39;", "\t", true); }
 
 std::string html_bytes(uint64_t bytes) {
   static const char *const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};

@@ -9,8 +9,13 @@
 
 namespace torchseal {
 
-// Escapes & < > " ' and replaces control characters (except tab) with '?',
-// so the result is safe in element text and in quoted attribute values.
+// Escapes & < > " and ' (as `apos`) and replaces control characters other
+// than those in `keep_controls` (and DEL when `replace_del`) with '?', so the
+// result is safe in element text and quoted attribute values of HTML or XML.
+std::string markup_escape(std::string_view s, const char *apos, std::string_view keep_controls,
+                          bool replace_del);
+
+// markup_escape() for HTML: ' as &#39;, only tab kept, DEL replaced.
 std::string html_escape(std::string_view s);
 
 // "1.5 MiB", "512 B": compact sizes for labels.

@@ -129,35 +129,23 @@ void PickleWriter::floating(double v) {
 
 void PickleWriter::string(std::string_view s) {
   std::string clean = sanitize_utf8(s);
-  if (clean.size() < 0x100) {
-    byte(kShortBinunicode);
-    le(clean.size(), 1);
-  } else {
-    // BINUNICODE8 is not accepted by the browser; 4 GiB strings never occur.
-    byte(kBinunicode);
-    le(clean.size() > UINT32_MAX ? UINT32_MAX : clean.size(), 4);
-    if (clean.size() > UINT32_MAX) clean.resize(UINT32_MAX);
-  }
+  // BINUNICODE8 is not accepted by the browser; 4 GiB strings never occur.
+  if (clean.size() > UINT32_MAX) clean.resize(UINT32_MAX);
+  short_or_long(kShortBinunicode, kBinunicode, uint32_t(clean.size()));
   raw(clean.data(), clean.size());
 }
 
-void PickleWriter::put(uint32_t index) {
-  if (index < 0x100) {
-    byte(kBinput);
-    le(index, 1);
-  } else {
-    byte(kLongBinput);
-    le(index, 4);
-  }
-}
+void PickleWriter::put(uint32_t index) { short_or_long(kBinput, kLongBinput, index); }
 
-void PickleWriter::get(uint32_t index) {
-  if (index < 0x100) {
-    byte(kBinget);
-    le(index, 1);
+void PickleWriter::get(uint32_t index) { short_or_long(kBinget, kLongBinget, index); }
+
+void PickleWriter::short_or_long(uint8_t short_op, uint8_t long_op, uint32_t arg) {
+  if (arg < 0x100) {
+    byte(short_op);
+    le(arg, 1);
   } else {
-    byte(kLongBinget);
-    le(index, 4);
+    byte(long_op);
+    le(arg, 4);
   }
 }
 

@@ -78,6 +78,8 @@ class PickleWriter {
     for (int i = 0; i < n; ++i) byte(static_cast<uint8_t>(v >> (8 * i)));
   }
   void long1(const uint8_t *le_bytes, int n);
+  // The opcode pair with a 1-byte argument (short_op, arg < 256) or a 4-byte one.
+  void short_or_long(uint8_t short_op, uint8_t long_op, uint32_t arg);
 
   static constexpr size_t kBufSize = 1 << 16;
   FILE *out_;
