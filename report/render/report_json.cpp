@@ -1,16 +1,25 @@
 #include "report/render/report_json.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cinttypes>
 #include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
-
-#include "report/input/read_file.h"
-#include "report/render/site_json.h"
 
 namespace torchseal {
 namespace {
 
 using ojson = nlohmann::ordered_json;
+
+std::string hex(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%" PRIx64, v);
+  return buf;
+}
 
 // JSON has no NaN or infinity; a damaged timer must not make the report unreadable.
 double finite(double v) { return std::isfinite(v) ? v : 0.0; }
@@ -18,10 +27,18 @@ double finite(double v) { return std::isfinite(v) ? v : 0.0; }
 ojson str_or_null(const std::string &s) { return s.empty() ? ojson(nullptr) : ojson(s); }
 ojson device_json(int d) { return d < 0 ? ojson(nullptr) : ojson(d); }
 
-// A report entry's stacks, raw addresses kept for symbolizing later.
-template <class Entry>
-void put_stacks(ojson &e, const Entry &x) {
-  put_stacks(e, x, FrameAddress::Hex);
+ojson native_json(const std::vector<NativeFrame> &frames) {
+  ojson a = ojson::array();
+  for (const NativeFrame &f : frames) {
+    ojson j;
+    j["function"] = str_or_null(f.function);
+    j["file"] = str_or_null(f.file);
+    j["line"] = f.line > 0 ? ojson(f.line) : ojson(nullptr);
+    j["module"] = str_or_null(f.module);
+    j["address"] = hex(f.address);
+    a.push_back(std::move(j));
+  }
+  return a;
 }
 
 ojson hint_json(const std::optional<Hint> &h) {
@@ -154,44 +171,36 @@ uint64_t parse_hex(const std::string &s, const std::string &path) {
   return v;
 }
 
-// The array `key` of `obj`, each element read by `read(element, its path)`.
-template <class Entry, class Read>
-std::vector<Entry> read_entries(const json &obj, const std::string &path, const char *key, Read read) {
+std::vector<NativeFrame> read_native(const json &obj, const std::string &path, const char *key) {
   const json &a = get_array(obj, path, key);
-  std::vector<Entry> out;
+  std::vector<NativeFrame> out;
   out.reserve(a.size());
-  for (size_t i = 0; i < a.size(); ++i) out.push_back(read(a[i], elem(path, key, i)));
+  for (size_t i = 0; i < a.size(); ++i) {
+    std::string p = elem(path, key, i);
+    NativeFrame f;
+    f.function = get_str_or_null(a[i], p, "function");
+    f.file = get_str_or_null(a[i], p, "file");
+    f.line = get_int32_or_null(a[i], p, "line", 0);
+    f.module = get_str_or_null(a[i], p, "module");
+    f.address = parse_hex(get_str(a[i], p, "address"), join(p, "address"));
+    out.push_back(std::move(f));
+  }
   return out;
 }
 
-// The keys native and Python frames share: function, file, line.
-template <class Frame>
-Frame read_frame(const json &e, const std::string &p) {
-  Frame f;
-  f.function = get_str_or_null(e, p, "function");
-  f.file = get_str_or_null(e, p, "file");
-  f.line = get_int32_or_null(e, p, "line", 0);
-  return f;
-}
-
-std::vector<NativeFrame> read_native(const json &obj, const std::string &path, const char *key) {
-  return read_entries<NativeFrame>(obj, path, key, [](const json &e, const std::string &p) {
-    NativeFrame f = read_frame<NativeFrame>(e, p);
-    f.module = get_str_or_null(e, p, "module");
-    f.address = parse_hex(get_str(e, p, "address"), join(p, "address"));
-    return f;
-  });
-}
-
 std::vector<PythonFrame> read_python(const json &obj, const std::string &path, const char *key) {
-  return read_entries<PythonFrame>(obj, path, key, read_frame<PythonFrame>);
-}
-
-// A site entry's two stacks (the keys put_stacks() writes).
-template <class Entry>
-void read_stacks(const json &e, const std::string &path, Entry &x) {
-  x.frames = read_native(e, path, "frames");
-  x.python_frames = read_python(e, path, "python_frames");
+  const json &a = get_array(obj, path, key);
+  std::vector<PythonFrame> out;
+  out.reserve(a.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    std::string p = elem(path, key, i);
+    PythonFrame f;
+    f.function = get_str_or_null(a[i], p, "function");
+    f.file = get_str_or_null(a[i], p, "file");
+    f.line = get_int32_or_null(a[i], p, "line", 0);
+    out.push_back(std::move(f));
+  }
+  return out;
 }
 
 // `hint` (docs/report-format.md): null or {kind, message, file, line}. Optional, so
@@ -288,10 +297,11 @@ void read_report(const json &j, Report &r) {
 
   const json &p = member(j, "", "process");
   r.process.pid = get_i64(p, "process", "pid");
-  r.process.argv = read_entries<std::string>(p, "process", "argv", [](const json &a, const std::string &pth) {
-    if (!a.is_string()) fail(pth, "expected a string");
-    return a.get<std::string>();
-  });
+  for (size_t i = 0; const json &a : get_array(p, "process", "argv")) {
+    if (!a.is_string()) fail(elem("process", "argv", i), "expected a string");
+    r.process.argv.push_back(a.get<std::string>());
+    ++i;
+  }
   r.process.rank = get_int_or_null(p, "process", "rank", -1);
   r.process.hostname = get_str_or_null(p, "process", "hostname");
   r.process.start_time = get_num(p, "process", "start_time");
@@ -301,7 +311,13 @@ void read_report(const json &j, Report &r) {
 
   const json &s = member(j, "", "summary");
   Summary &m = r.summary;
-  for (const auto &[key, field] : kSummaryCounts) m.*field = get_u64(s, "summary", key);
+  m.leaked_bytes = get_u64(s, "summary", "leaked_bytes");
+  m.leaked_allocations = get_u64(s, "summary", "leaked_allocations");
+  m.leak_sites = get_u64(s, "summary", "leak_sites");
+  m.peak_bytes = get_u64(s, "summary", "peak_bytes");
+  m.events = get_u64(s, "summary", "events");
+  m.suppressed_bytes = get_u64(s, "summary", "suppressed_bytes");
+  m.cached_bytes = get_u64(s, "summary", "cached_bytes");
   const json &o = member(s, "summary", "overhead");
   m.overhead.events = get_u64(o, "summary.overhead", "events");
   m.overhead.seconds_in_torchseal = get_num(o, "summary.overhead", "seconds_in_torchseal");
@@ -332,7 +348,10 @@ void read_report(const json &j, Report &r) {
   read_leaks("leaks", r.leaks);
   if (j.contains("reachable")) read_leaks("reachable", r.reachable);
 
-  r.growth = read_entries<GrowthEntry>(j, "", "growth", [](const json &e, const std::string &pth) {
+  const json &growth = get_array(j, "", "growth");
+  for (size_t i = 0; i < growth.size(); ++i) {
+    std::string pth = elem("", "growth", i);
+    const json &e = growth[i];
     GrowthEntry g;
     g.bytes_per_step = get_num(e, pth, "bytes_per_step");
     g.growth_bytes = get_i64(e, pth, "growth_bytes");
@@ -347,7 +366,10 @@ void read_report(const json &j, Report &r) {
     r.growth.push_back(std::move(g));
   }
 
-  r.ooms = read_entries<OomEntry>(j, "", "ooms", [](const json &e, const std::string &pth) {
+  const json &ooms = get_array(j, "", "ooms");
+  for (size_t i = 0; i < ooms.size(); ++i) {
+    std::string pth = elem("", "ooms", i);
+    const json &e = ooms[i];
     OomEntry x;
     x.api = get_str(e, pth, "api");
     x.requested_bytes = get_u64(e, pth, "requested_bytes");
@@ -376,15 +398,16 @@ void read_report(const json &j, Report &r) {
   }
 
   // Extra key (not in the base schema of docs/report-format.md): optional on input.
-  if (j.contains("suppressions_used")) {
-    r.suppressions_used = read_entries<SuppressionUse>(
-        j, "", "suppressions_used", [](const json &e, const std::string &pth) {
-          SuppressionUse u;
-          u.pattern = get_str(e, pth, "pattern");
-          u.allocations = get_u64(e, pth, "allocations");
-          u.bytes = get_u64(e, pth, "bytes");
-          return u;
-        });
+  if (auto su = j.find("suppressions_used"); su != j.end()) {
+    if (!su->is_array()) fail("suppressions_used", "expected an array");
+    for (size_t i = 0; i < su->size(); ++i) {
+      std::string pth = elem("", "suppressions_used", i);
+      SuppressionUse u;
+      u.pattern = get_str((*su)[i], pth, "pattern");
+      u.allocations = get_u64((*su)[i], pth, "allocations");
+      u.bytes = get_u64((*su)[i], pth, "bytes");
+      r.suppressions_used.push_back(std::move(u));
+    }
   }
 
   if (auto mk = j.find("marks"); mk != j.end()) {
@@ -468,7 +491,9 @@ std::string report_to_json(const Report &r) {
   j["leaks"] = leak_list(r.leaks);
   if (python) j["reachable"] = leak_list(r.reachable);
 
-  j["growth"] = entries_json(r.growth, [](ojson &e, const GrowthEntry &g) {
+  ojson growth = ojson::array();
+  for (const GrowthEntry &g : r.growth) {
+    ojson e;
     e["bytes_per_step"] = finite(g.bytes_per_step);
     e["growth_bytes"] = g.growth_bytes;
     e["steps"] = g.steps;
@@ -483,13 +508,18 @@ std::string report_to_json(const Report &r) {
   }
   j["growth"] = std::move(growth);
 
-  j["ooms"] = entries_json(r.ooms, [](ojson &e, const OomEntry &o) {
+  ojson ooms = ojson::array();
+  for (const OomEntry &o : r.ooms) {
+    ojson e;
     e["api"] = o.api;
     e["requested_bytes"] = o.requested_bytes;
     e["device"] = device_json(o.device);
     e["live_bytes"] = o.live_bytes;
-    put_stacks(e, o);
-    e["top_sites"] = entries_json(o.top_sites, [](ojson &te, const SiteTotal &t) {
+    e["frames"] = native_json(o.frames);
+    e["python_frames"] = python_json(o.python_frames);
+    ojson tops = ojson::array();
+    for (const SiteTotal &t : o.top_sites) {
+      ojson te;
       te["bytes"] = t.bytes;
       te["allocations"] = t.allocations;
       te["frames"] = native_json(t.frames);
@@ -504,18 +534,25 @@ std::string report_to_json(const Report &r) {
   }
   j["ooms"] = std::move(ooms);
 
-  j["invalid_frees"] = entries_json(r.invalid_frees, [](ojson &e, const InvalidFreeEntry &f) {
+  ojson frees = ojson::array();
+  for (const InvalidFreeEntry &f : r.invalid_frees) {
+    ojson e;
     e["api"] = f.api;
-    e["address"] = hex_address(f.address);
-    put_stacks(e, f);
-  });
+    e["address"] = hex(f.address);
+    e["frames"] = native_json(f.frames);
+    e["python_frames"] = python_json(f.python_frames);
+    frees.push_back(std::move(e));
+  }
+  j["invalid_frees"] = std::move(frees);
 
   // Extra key, only when a suppression matched: reports without
   // suppressions stay byte-identical to the base schema.
   if (!r.suppressions_used.empty()) {
-    j["suppressions_used"] = entries_json(r.suppressions_used, [](ojson &e, const SuppressionUse &u) {
-      e = {{"pattern", u.pattern}, {"allocations", u.allocations}, {"bytes", u.bytes}};
-    });
+    ojson used = ojson::array();
+    for (const SuppressionUse &u : r.suppressions_used) {
+      used.push_back({{"pattern", u.pattern}, {"allocations", u.allocations}, {"bytes", u.bytes}});
+    }
+    j["suppressions_used"] = std::move(used);
   }
   // Extra key, only for a history with marks (torchseal_mark).
   if (!r.marks.empty()) {
@@ -563,25 +600,39 @@ bool report_from_json(std::string_view text, Report &out, std::string &error) {
 }
 
 bool read_report_file(const std::string &path, Report &out, std::string &error) {
-  std::string text;
-  int err = 0;
-  switch (read_small_file(path, kMaxReportBytes, text, err)) {
-    case FileRead::CannotOpen:
-      error = "cannot open " + path + ": " + std::strerror(err);
-      return false;
-    case FileRead::NotRegular:
-      error = path + ": not a regular file";
-      return false;
-    case FileRead::TooLarge:
-      error = path + ": larger than " + std::to_string(kMaxReportBytes >> 20) + " MiB, not a report";
-      return false;
-    case FileRead::NoMemory:
-      error = path + ": out of memory reading the file";
-      return false;
-    case FileRead::ReadError:  // what was read fails to parse, with the place
-    case FileRead::Ok:
-      break;
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    error = "cannot open " + path + ": " + std::strerror(errno);
+    return false;
   }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    error = path + ": not a regular file";
+    return false;
+  }
+  if (static_cast<uint64_t>(st.st_size) > kMaxReportBytes) {
+    close(fd);
+    error = path + ": larger than " + std::to_string(kMaxReportBytes >> 20) + " MiB, not a report";
+    return false;
+  }
+  std::string text;
+  try {
+    text.resize(static_cast<size_t>(st.st_size));
+  } catch (...) {
+    close(fd);
+    error = path + ": out of memory reading the file";
+    return false;
+  }
+  size_t got = 0;
+  while (got < text.size()) {
+    ssize_t n = read(fd, text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  close(fd);
+  text.resize(got);
   if (!report_from_json(text, out, error)) {
     error = path + ": " + error;
     return false;
