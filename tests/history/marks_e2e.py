@@ -9,27 +9,25 @@ Marks made before the first CUDA call are no-ops and appear nowhere.
 import json
 import os
 import pickle
-import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from preload import preload  # noqa: E402
+from harness import Checker, Failed, preload, run as run_process  # noqa: E402
+
+CHECK = Checker("history marks")
 
 
-def run(cmd, **kw):
-    r = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=300, **kw)
+def run(cmd, env=None):
+    r = run_process(cmd, env if env is not None else dict(os.environ))
     if r.returncode != 0:
-        raise RuntimeError("%s exited %d: %s" % (" ".join(cmd), r.returncode, r.stderr[-2000:]))
+        raise Failed(r.describe())
     return r
 
 
 def check(name, history, cli, tmp, want, unwanted, threads):
-    failures = []
-
     def expect(cond, what):
-        if not cond:
-            failures.append("%s: %s" % (name, what))
+        CHECK.true("%s: %s" % (name, what), cond)
 
     text = run([cli, "report", history]).stdout
     expect("\nMarks:\n" in text, "no Marks: section in the text report")
@@ -68,23 +66,21 @@ def check(name, history, cli, tmp, want, unwanted, threads):
     page = open(html, encoding="utf-8").read()
     for label in want:
         expect("mark " + label in page, "HTML timeline lacks %r" % label)
-    return failures
 
 
 def main():
     shim, simcuda, cli, c_program, py_program, helper_dir, examples_py = sys.argv[1:8]
-    failures = []
     with tempfile.TemporaryDirectory() as tmp:
         c_prefix = os.path.join(tmp, "c")
         env = dict(os.environ, LD_PRELOAD=preload(shim), LD_LIBRARY_PATH=simcuda,
                    TORCHSEAL_OUTPUT=c_prefix)
         run([c_program], env=env)
-        failures += check("C", c_prefix + ".tseal", cli, tmp,
+        check("C", c_prefix + ".tseal", cli, tmp,
                           ["c: epoch 1", "c: from a worker thread"],
                           ["c: before any CUDA call"], threads=2)
         c_json = json.loads(run([cli, "report", c_prefix + ".tseal", "--format", "json"]).stdout)
-        if [m["label"] for m in c_json.get("marks", [])].count("c: epoch 1") != 2:
-            failures.append("C: the label marked twice is not listed twice")
+        CHECK.true("C: the label marked twice is listed twice",
+                   [m["label"] for m in c_json.get("marks", [])].count("c: epoch 1") == 2)
 
         py_prefix = os.path.join(tmp, "py")
         env = dict(os.environ, LD_PRELOAD=preload(shim), LD_LIBRARY_PATH=simcuda,
@@ -92,7 +88,7 @@ def main():
                    PYTHONPATH=os.pathsep.join([helper_dir, examples_py]),
                    PYTHONDONTWRITEBYTECODE="1")
         run([sys.executable, py_program], env=env)
-        failures += check("Python", py_prefix + ".tseal", cli, tmp,
+        check("Python", py_prefix + ".tseal", cli, tmp,
                           ["py: epoch 1", "py: validation \u00e9"],
                           ["py: before any CUDA call"], threads=1)
 
@@ -102,16 +98,10 @@ def main():
                    TORCHSEAL_OUTPUT=plain, PYTHONPATH=examples_py, PYTHONDONTWRITEBYTECODE="1")
         run([sys.executable, "-c", "import toytorch as tt; k = tt.zeros(64)"], env=env)
         r = run([cli, "report", plain + ".tseal", "--format", "json"])
-        if "marks" in json.loads(r.stdout):
-            failures.append("a history without marks has a marks key")
-        if "Marks:" in run([cli, "report", plain + ".tseal"]).stdout:
-            failures.append("a history without marks has a Marks: section")
-
-    for f in failures:
-        print("FAIL:", f)
-    if not failures:
-        print("PASS: marks from C and Python reach the reports, Perfetto, memory_viz and HTML")
-    return 1 if failures else 0
+        CHECK.true("a history without marks has no marks key", "marks" not in json.loads(r.stdout))
+        CHECK.true("a history without marks has no Marks: section",
+                   "Marks:" not in run([cli, "report", plain + ".tseal"]).stdout)
+    return CHECK.finish()
 
 
 if __name__ == "__main__":
