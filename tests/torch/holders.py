@@ -20,7 +20,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import run as tier  # noqa: E402
-from run import BUILD, CLI, SIMGPU, check, done, load, prerequisites  # noqa: E402
+from run import BUILD, CHECK, CLI, SIMGPU, done, load, prerequisites  # noqa: E402
 
 FIXED = r"""
 import torch
@@ -133,27 +133,25 @@ def scenario_fixed(mode):
     py = prerequisites()
     with tempfile.TemporaryDirectory(prefix="tseal-holders-") as tmp:
         p, out = run_cli(py, FIXED, tmp, "fixed", mode, exit_code=23)
-        check(p.returncode == 0, f"fixed training script exits 0 under --exit-code 23 ({mode})")
-        if not check(os.path.exists(out + ".json"), "report written"):
+        CHECK.true(f"fixed training script exits 0 under --exit-code 23 ({mode})", p.returncode == 0)
+        if not CHECK.true("report written", os.path.exists(out + ".json")):
             done()
         r = load(out + ".json")
         s = r["summary"]
-        check(s["leaked_bytes"] == 0, f"no leak ({s['leaked_bytes']} B: "
-              f"{[(l['api'], l['bytes']) for l in r['leaks']]})")
-        check("reachable" in r and "reachable_bytes" in s, "reachable and reachable_bytes present")
+        CHECK.true(f"no leak ({s['leaked_bytes']} B: "
+              f"{[(l['api'], l['bytes']) for l in r['leaks']]})", s["leaked_bytes"] == 0)
+        CHECK.true("reachable and reachable_bytes present", "reachable" in r and "reachable_bytes" in s)
         show("reachable", r.get("reachable", []))
         if mode == "tensors":
             roots = [c[0] for c in chains(r.get("reachable", []))]
-            check(s["reachable_bytes"] > 0, f"parameters, gradients and optimizer state are "
-                  f"reachable ({s['reachable_bytes']} B)")
-            check(any(c.startswith("global 'model' (Model)") for c in roots),
-                  "a holder starts at the global 'model'")
-            check(any(c.startswith("global 'opt' (Adam)") for c in roots),
-                  "a holder starts at the global 'opt' (optimizer state)")
+            CHECK.true(f"parameters, gradients and optimizer state are "
+                  f"reachable ({s['reachable_bytes']} B)", s["reachable_bytes"] > 0)
+            CHECK.true("a holder starts at the global 'model'", any(c.startswith("global 'model' (Model)") for c in roots))
+            CHECK.true("a holder starts at the global 'opt' (optimizer state)", any(c.startswith("global 'opt' (Adam)") for c in roots))
             grads = [c for c in chains(r.get("reachable", [])) if ".grad" in c]
-            check(bool(grads), "a gradient is held through .grad")
+            CHECK.true("a gradient is held through .grad", bool(grads))
         txt = open(out + ".txt").read()
-        check("SUMMARY: torchseal: 0 byte(s) leaked" in txt, "P.txt: nothing leaked")
+        CHECK.true("P.txt: nothing leaked", "SUMMARY: torchseal: 0 byte(s) leaked" in txt)
     done()
 
 
@@ -161,9 +159,9 @@ def scenario_leaky(mode):
     py = prerequisites()
     with tempfile.TemporaryDirectory(prefix="tseal-holders-") as tmp:
         p, out = run_cli(py, LEAKY, tmp, "leaky", mode, exit_code=23)
-        check(p.returncode == 0, f"leaky script: what it leaks is reachable, exit 0 ({mode})")
+        CHECK.true(f"leaky script: what it leaks is reachable, exit 0 ({mode})", p.returncode == 0)
         dumps = tier.dumps_of(out)
-        if not check(bool(dumps) and os.path.exists(out + ".json"), "dump and exit report written"):
+        if not CHECK.true("dump and exit report written", bool(dumps) and os.path.exists(out + ".json")):
             done()
         r = load(out + ".json")
         if mode == "tensors":
@@ -173,18 +171,16 @@ def scenario_leaky(mode):
             show("dump", d["leaks"])
             local = [c for c in chains(d["leaks"])
                      if c[0].startswith("hold_and_dump() local 'held_here' (Tensor) at leaky.py:")]
-            check(bool(local), "dump inside hold_and_dump(): a holder names its local 'held_here'")
+            CHECK.true("dump inside hold_and_dump(): a holder names its local 'held_here'", bool(local))
             show("exit reachable", r.get("reachable", []))
             kept = [c for c in chains(r.get("reachable", []))
                     if c[0] == "global 'kept' (list) in leaky.py"]
-            check(any(c[1:] == ["[0..11]", "Tensor float32 (256, 1024)"] for c in kept),
-                  f"exit: the 12 kept tensors are one holder global 'kept' -> [0..11] ({kept})")
+            CHECK.true(f"exit: the 12 kept tensors are one holder global 'kept' -> [0..11] ({kept})", any(c[1:] == ["[0..11]", "Tensor float32 (256, 1024)"] for c in kept))
         growth = r.get("growth") or []
         show("growth", growth)
-        check(any(c[0] == "global 'kept' (list) in leaky.py" for c in chains(growth)),
-              "the growing site's holders name global 'kept'")
+        CHECK.true("the growing site's holders name global 'kept'", any(c[0] == "global 'kept' (list) in leaky.py" for c in chains(growth)))
         txt = open(out + ".txt").read()
-        check("Held by: global 'kept' (list) in leaky.py -> [" in txt, "P.txt has a Held by: line")
+        CHECK.true("P.txt has a Held by: line", "Held by: global 'kept' (list) in leaky.py -> [" in txt)
     done()
 
 
@@ -192,17 +188,16 @@ def scenario_unreachable():
     py = prerequisites()
     with tempfile.TemporaryDirectory(prefix="tseal-holders-") as tmp:
         p, out = run_cli(py, UNREACHABLE, tmp, "unreachable", "tensors", exit_code=23)
-        check(p.returncode == 23, f"memory no Python object holds fails --exit-code 23 "
-              f"(exit {p.returncode})")
-        if not check(os.path.exists(out + ".json"), "report written"):
+        CHECK.true(f"memory no Python object holds fails --exit-code 23 "
+              f"(exit {p.returncode})", p.returncode == 23)
+        if not CHECK.true("report written", os.path.exists(out + ".json")):
             done()
         r = load(out + ".json")
         leaks = {(l["api"], l["bytes"]) for l in r["leaks"]}
         print(f"  leaks: {sorted(leaks)}")
-        check(("cudaMallocAsync", 1 << 20) in leaks,
-              "caching_allocator_alloc's block (an int holds it, no tensor) is a leak")
-        check(("cudaMalloc", 3 << 20) in leaks, "a ctypes cudaMalloc never freed is a leak")
-        check(r["summary"]["reachable_bytes"] > 0, "the model is reachable, not leaked")
+        CHECK.true("caching_allocator_alloc's block (an int holds it, no tensor) is a leak", ("cudaMallocAsync", 1 << 20) in leaks)
+        CHECK.true("a ctypes cudaMalloc never freed is a leak", ("cudaMalloc", 3 << 20) in leaks)
+        CHECK.true("the model is reachable, not leaked", r["summary"]["reachable_bytes"] > 0)
     done()
 
 
@@ -213,16 +208,15 @@ def scenario_cost():
         # allocations than 10,000 (tensors mode would be one per tensor).
         p, out = run_cli(py, COST, tmp, "cost", "segments",
                          extra={"TORCHSEAL_LOG": "debug"})
-        check(p.returncode == 0 and "cost: 10000 parameters" in p.stdout, "cost script ran")
+        CHECK.true("cost script ran", p.returncode == 0 and "cost: 10000 parameters" in p.stdout)
         scans = [(int(n), int(c), float(ms)) for n, c, ms in re.findall(
             r"holder scan: (\d+) storage\(s\), (\d+) chain\(s\), ([0-9.]+) ms", p.stdout)]
         print(f"  scans (storages, chains, ms): {scans}")
-        check(len(scans) >= 4, "three dump scans and the exit scan ran")
-        check(all(n >= 10000 for n, _, _ in scans), "every scan found the 10,000 parameters")
+        CHECK.true("three dump scans and the exit scan ran", len(scans) >= 4)
+        CHECK.true("every scan found the 10,000 parameters", all(n >= 10000 for n, _, _ in scans))
         # Segments mode lists no live block as a leak, so the grouping is
         # read from the count: weights and biases are one holder each.
-        check(all(c <= 4 for _, c, _ in scans),
-              "the parameters group into a few holders (.0..4999 collapsed)")
+        CHECK.true("the parameters group into a few holders (.0..4999 collapsed)", all(c <= 4 for _, c, _ in scans))
         if scans:
             ms = sorted(t for _, _, t in scans)
             t0 = time.time()

@@ -18,6 +18,7 @@ import glob
 import json
 import os
 import pickle
+import subprocess
 import sys
 import tempfile
 import time
@@ -528,8 +529,7 @@ def run_inline(tmp, name, source, ran="", **kw):
     open(script, "w").write(source)
     out = os.path.join(tmp, name)
     p = run(py, [script], shim=True, output=out, **kw)
-    if not check(p.returncode == 0 and ran in p.stdout and os.path.exists(out + ".json"),
-                 f"{name} ran{' (' + ran + ')' if ran else ''} and wrote P.json"):
+    if not CHECK.true(f"{name} ran{' (' + ran + ')' if ran else ''} and wrote P.json", p.returncode == 0 and ran in p.stdout and os.path.exists(out + ".json")):
         done()
     return script, out, p, load(out + ".json")
 
@@ -542,9 +542,8 @@ def scenario_backward_growth():
             print(f"  growth: {describe(g)} labels={autograd_label(g)}")
         line = site_line(BACKWARD_GROWTH)
         at = [g for g in growth if any(f["line"] == line for f in frames_in(g, script))]
-        check(bool(at), f"growth flagged with the backward() line {line} of the user's file")
-        check(any("<autograd AccumulateGrad>" in autograd_label(g) for g in at),
-              "the growth names its autograd node (<autograd AccumulateGrad>)")
+        CHECK.true(f"growth flagged with the backward() line {line} of the user's file", bool(at))
+        CHECK.true("the growth names its autograd node (<autograd AccumulateGrad>)", any("<autograd AccumulateGrad>" in autograd_label(g) for g in at))
     done()
 
 
@@ -557,14 +556,12 @@ def scenario_backward_oom():
         for o in ooms:
             print(f"  oom: {o['requested_bytes']} B recovered={o.get('recovered')} "
                   f"{[(os.path.basename(f['file']), f['line'], f['function']) for f in o['python_frames'][:4]]}")
-        check(bool(ooms), "the OOM is reported")
-        check(all(any(f["line"] == line for f in frames_in(o, script)) for o in ooms),
-              f"every OOM entry has the backward() line {line} in its Python frames")
-        check(all(autograd_label(o) for o in ooms), "every OOM entry names its autograd node")
-        check(ooms and all(o.get("recovered") is False for o in ooms), "the OOM is unrecovered")
+        CHECK.true("the OOM is reported", bool(ooms))
+        CHECK.true(f"every OOM entry has the backward() line {line} in its Python frames", all(any(f["line"] == line for f in frames_in(o, script)) for o in ooms))
+        CHECK.true("every OOM entry names its autograd node", all(autograd_label(o) for o in ooms))
+        CHECK.true("the OOM is unrecovered", ooms and all(o.get("recovered") is False for o in ooms))
         dumps = dumps_of(out)
-        check(len(dumps) == 1 and load(dumps[0]).get("trigger") == "oom",
-              f"the unrecovered OOM wrote one OOM dump: {[os.path.basename(d) for d in dumps]}")
+        CHECK.true(f"the unrecovered OOM wrote one OOM dump: {[os.path.basename(d) for d in dumps]}", len(dumps) == 1 and load(dumps[0]).get("trigger") == "oom")
     done()
 
 
@@ -572,18 +569,18 @@ def scenario_oom_recovered():
     with tempfile.TemporaryDirectory(prefix="tseal-torch-") as tmp:
         script, out, p, r = run_inline(tmp, "oom_recovered", OOM_RECOVERED,
                                        extra={"SIMCUDA_MEMORY_BYTES": "64MiB"})
-        check("retries 1 ooms 0" in p.stdout, "torch retried once and saw no OOM")
+        CHECK.true("torch retried once and saw no OOM", "retries 1 ooms 0" in p.stdout)
         ooms = r.get("ooms") or []
         for o in ooms:
             print(f"  oom: {o['requested_bytes']} B recovered={o.get('recovered')}")
-        check(bool(ooms), "the failed cudaMalloc is in ooms[]")
-        check(ooms and all(o.get("recovered") is True for o in ooms), "... as recovered")
+        CHECK.true("the failed cudaMalloc is in ooms[]", bool(ooms))
+        CHECK.true("... as recovered", ooms and all(o.get("recovered") is True for o in ooms))
         dumps = dumps_of(out)
-        check(not dumps, f"no OOM dump: {[os.path.basename(d) for d in dumps]}")
+        CHECK.true(f"no OOM dump: {[os.path.basename(d) for d in dumps]}", not dumps)
         c = subprocess.run([CLI, "check", out + ".json"], stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True)
         print("  " + c.stdout.strip().replace("\n", "\n  "))
-        check(c.returncode == 0, "torchseal check passes")
+        CHECK.true("torchseal check passes", c.returncode == 0)
     done()
 
 
@@ -617,14 +614,12 @@ def scenario_window_growth():
                     out = os.path.join(tmp, f"{load_kind}{i}")
                     p = run(py, [script], shim=True, mode="tensors", output=out,
                             extra={"TORCHSEAL_STEP_SECONDS": "0.25"})
-                    if not check(p.returncode == 0 and os.path.exists(out + ".json"),
-                                 f"{load_kind} run {i} ran"):
+                    if not CHECK.true(f"{load_kind} run {i} ran", p.returncode == 0 and os.path.exists(out + ".json")):
                         continue
                     growth = load(out + ".json").get("growth") or []
                     for g in growth:
                         print(f"  growth: {describe(g)}")
-                    check(any(any(f["line"] == line for f in frames_in(g, script)) for g in growth),
-                          f"{load_kind} run {i}: the 1 MiB-a-step grower is flagged at line {line}")
+                    CHECK.true(f"{load_kind} run {i}: the 1 MiB-a-step grower is flagged at line {line}", any(any(f["line"] == line for f in frames_in(g, script)) for g in growth))
             finally:
                 for h in hogs:
                     h.kill()
