@@ -15,17 +15,15 @@ CLI::App *add_baseline_command(CLI::App &app, BaselineOptions &opts) {
   cmd->add_option("--output,-o", opts.output, "baseline file to write (- for stdout)")->required();
   cmd->add_option("--suppressions", opts.suppressions,
                   "file of leak:PATTERN lines; suppressed sites are left out");
-  cmd->footer(
-      "DESCRIPTION\n"
+  cmd->footer(help_footer(
       "  Collects every leak and growth site of the REPORTs (one entry per distinct\n"
       "  site, with the largest bytes seen) into a small JSON file:\n"
       "  {\"format\": \"torchseal-baseline\", \"version\": 1, \"sites\": [{\"type\", \"kind\",\n"
       "  \"api\", \"bytes\", \"allocations\", \"frames\", \"python_frames\"}]}. Commit it next to\n"
       "  the code; sites are matched by function, file name and line (see `torchseal\n"
-      "  check --help`), never by address.\n\n"
-      "EXIT STATUS\n  0 written; 2 bad usage, unusable input or the file cannot be written.\n\n"
-      "EXAMPLES\n"
-      "  torchseal run -o base-%p -- ./tests && torchseal baseline base-*.json -o leaks-baseline.json\n");
+      "  check --help`), never by address.\n",
+      "0 written; 2 bad usage, unusable input or the file cannot be written.",
+      {"torchseal run -o base-%p -- ./tests && torchseal baseline base-*.json -o leaks-baseline.json"}));
   return cmd;
 }
 

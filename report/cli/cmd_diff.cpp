@@ -13,18 +13,16 @@ CLI::App *add_diff_command(CLI::App &app, DiffOptions &opts) {
       ->check(CLI::IsMember({"text", "json"}));
   cmd->add_option("--suppressions", opts.suppressions,
                   "file of leak:PATTERN lines applied to both sides");
-  cmd->footer(
-      "DESCRIPTION\n"
+  cmd->footer(help_footer(
       "  Matches the leak sites of A and B (per kind, api and device) and the growth\n"
       "  sites (per kind and api) by their symbolized frames, as `check --baseline`\n"
       "  does, so two builds of one program compare cleanly. Prints each changed site:\n"
       "  new (only in B), gone (only in A), grown or shrunk (bytes, or bytes/step for\n"
       "  growth), with the deltas, then the count of unchanged sites. JSON output\n"
-      "  (format \"torchseal-diff\") has the same content with full stacks.\n\n"
-      "EXIT STATUS\n  0 compared (whatever the differences); 2 bad usage or unusable input.\n\n"
-      "EXAMPLES\n"
-      "  torchseal diff main.json pr.json\n"
-      "  torchseal diff --format json before.tseal after.tseal > delta.json\n");
+      "  (format \"torchseal-diff\") has the same content with full stacks.\n",
+      "0 compared (whatever the differences); 2 bad usage or unusable input.",
+      {"torchseal diff main.json pr.json",
+       "torchseal diff --format json before.tseal after.tseal > delta.json"}));
   return cmd;
 }
 

@@ -13,8 +13,7 @@ CLI::App *add_merge_command(CLI::App &app, MergeOptions &opts) {
   cmd->add_option("FILE", opts.reports, "leak reports (P.json) or histories (P.tseal)")->required();
   cmd->add_option("--output,-o", opts.output, "merged report to write (- for stdout)")->required();
   cmd->add_option("--suppressions", opts.suppressions, "file of leak:PATTERN lines");
-  cmd->footer(
-      "DESCRIPTION\n"
+  cmd->footer(help_footer(
       "  Identical sites (same symbolized frames, kind, api, device) across the inputs\n"
       "  become one entry with summed bytes and allocations. Each leak and growth entry\n"
       "  gains \"ranks\": {\"<rank>\": {\"bytes\", \"allocations\"}} (growth: \"bytes\",\n"
@@ -22,11 +21,10 @@ CLI::App *add_merge_command(CLI::App &app, MergeOptions &opts) {
       "  input. The label is process.rank; \"R/pid:P\" when a rank has several processes\n"
       "  (e.g. DataLoader workers); \"pid:P\" without a rank. The output keeps the report\n"
       "  schema (summary sums; peak_bytes is the largest single peak) and adds\n"
-      "  \"merged_from\". A note per non-uniform site is printed on stderr.\n\n"
-      "EXIT STATUS\n  0 merged; 2 bad usage, unusable input or the file cannot be written.\n\n"
-      "EXAMPLES\n"
-      "  mpirun -np 4 torchseal run -o out/r%r-%p -- ./train\n"
-      "  torchseal merge out/*.json -o merged.json && torchseal check merged.json\n");
+      "  \"merged_from\". A note per non-uniform site is printed on stderr.\n",
+      "0 merged; 2 bad usage, unusable input or the file cannot be written.",
+      {"mpirun -np 4 torchseal run -o out/r%r-%p -- ./train",
+       "torchseal merge out/*.json -o merged.json && torchseal check merged.json"}));
   return cmd;
 }
 

@@ -35,8 +35,7 @@ CLI::App *add_report_command(CLI::App &app, ReportOptions &opts) {
   cmd->add_option("--html", opts.html,
                   "write a self-contained HTML page (timeline, leak table, flame graph) to PATH "
                   "instead of printing; - = stdout");
-  cmd->footer(
-      "DESCRIPTION\n"
+  cmd->footer(help_footer(
       "  FILE is a leak report P.json written by the detector (or by `torchseal report\n"
       "  --format json`). It is validated and printed in LeakSanitizer style: one entry\n"
       "  per leak site, largest first, then OOM and invalid-free sections, ending with\n"
@@ -49,11 +48,10 @@ CLI::App *add_report_command(CLI::App &app, ReportOptions &opts) {
       "  \"Suppressions used:\" table (count, bytes, pattern).\n"
       "  --html PATH writes one self-contained page (no network access needed): header,\n"
       "  live-bytes timeline per (device, kind) with step/OOM/mark markers (P.tseal only),\n"
-      "  leak table with collapsible stacks, growing sites and a flame graph of leaked bytes.\n\n"
-      "EXIT STATUS\n  0 printed; 2 the file is missing, not a report, or damaged.\n\n"
-      "EXAMPLES\n"
-      "  torchseal report torchseal-1234.json\n"
-      "  torchseal report --format json --suppressions ci.supp torchseal-1234.tseal\n");
+      "  leak table with collapsible stacks, growing sites and a flame graph of leaked bytes.\n",
+      "0 printed; 2 the file is missing, not a report, or damaged.",
+      {"torchseal report torchseal-1234.json",
+       "torchseal report --format json --suppressions ci.supp torchseal-1234.tseal"}));
   return cmd;
 }
 

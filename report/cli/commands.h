@@ -4,8 +4,10 @@
 
 #include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -20,6 +22,10 @@ namespace torchseal::cli {
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitLimitExceeded = 1;  // `check`: a report broke a limit
 inline constexpr int kExitUnusable = 2;  // bad usage or unusable input
+
+// The DESCRIPTION / EXIT STATUS / EXAMPLES footer of a subcommand's --help.
+std::string help_footer(std::string_view description, std::string_view exit_status,
+                        std::initializer_list<std::string_view> examples);
 
 // Prints "torchseal: error: MSG" on stderr (one line).
 void print_error(const std::string &msg);

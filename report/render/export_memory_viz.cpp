@@ -402,25 +402,25 @@ class Output {
     b.finish();
   }
 
+  // One `key: integer` pair of a dict being written.
+  template <class V>  // each value keeps its own PickleWriter::integer overload
+  void int_item(PickleWriter &w, Scope &s, Key k, V v) {
+    key(w, s, k);
+    w.integer(v);
+  }
+
   void segment(PickleWriter &w, Scope &s, const LiveRec &r) {
     w.empty_dict();
     w.mark();
-    key(w, s, kDevice);
-    w.integer(static_cast<int64_t>(r.shown_device));
-    key(w, s, kAddress);
-    w.integer(r.shown_addr);
-    key(w, s, kTotalSize);
-    w.integer(r.size);
-    key(w, s, kStream);
-    w.integer(0);
+    int_item(w, s, kDevice, static_cast<int64_t>(r.shown_device));
+    int_item(w, s, kAddress, r.shown_addr);
+    int_item(w, s, kTotalSize, r.size);
+    int_item(w, s, kStream, 0);
     key(w, s, kSegmentType);
     key(w, s, kVLarge);
-    key(w, s, kAllocatedSize);
-    w.integer(r.size);
-    key(w, s, kActiveSize);
-    w.integer(r.size);
-    key(w, s, kRequestedSize);
-    w.integer(r.size);
+    int_item(w, s, kAllocatedSize, r.size);
+    int_item(w, s, kActiveSize, r.size);
+    int_item(w, s, kRequestedSize, r.size);
     key(w, s, kFrames);
     frames(w, s, r.stack, r.pystack);
     key(w, s, kBlocks);
@@ -428,12 +428,9 @@ class Output {
     w.mark();
     w.empty_dict();
     w.mark();
-    key(w, s, kSize);
-    w.integer(r.size);
-    key(w, s, kRequestedSize);
-    w.integer(r.size);
-    key(w, s, kAddress);
-    w.integer(r.shown_addr);
+    int_item(w, s, kSize, r.size);
+    int_item(w, s, kRequestedSize, r.size);
+    int_item(w, s, kAddress, r.shown_addr);
     key(w, s, kState);
     key(w, s, kVActiveAllocated);
     key(w, s, kFrames);

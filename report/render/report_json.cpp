@@ -1,4 +1,5 @@
 #include "report/render/report_json.h"
+#include "report/render/site_json.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -15,11 +16,6 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
-std::string hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%" PRIx64, v);
-  return buf;
-}
 
 // JSON has no NaN or infinity; a damaged timer must not make the report unreadable.
 double finite(double v) { return std::isfinite(v) ? v : 0.0; }
@@ -28,17 +24,7 @@ ojson str_or_null(const std::string &s) { return s.empty() ? ojson(nullptr) : oj
 ojson device_json(int d) { return d < 0 ? ojson(nullptr) : ojson(d); }
 
 ojson native_json(const std::vector<NativeFrame> &frames) {
-  ojson a = ojson::array();
-  for (const NativeFrame &f : frames) {
-    ojson j;
-    j["function"] = str_or_null(f.function);
-    j["file"] = str_or_null(f.file);
-    j["line"] = f.line > 0 ? ojson(f.line) : ojson(nullptr);
-    j["module"] = str_or_null(f.module);
-    j["address"] = hex(f.address);
-    a.push_back(std::move(j));
-  }
-  return a;
+  return native_frames_json(frames, FrameAddress::Hex);
 }
 
 ojson hint_json(const std::optional<Hint> &h) {
@@ -51,17 +37,7 @@ ojson hint_json(const std::optional<Hint> &h) {
   return o;
 }
 
-ojson python_json(const std::vector<PythonFrame> &frames) {
-  ojson a = ojson::array();
-  for (const PythonFrame &f : frames) {
-    ojson j;
-    j["function"] = f.function;
-    j["file"] = f.file;
-    j["line"] = f.line;
-    a.push_back(std::move(j));
-  }
-  return a;
-}
+ojson python_json(const std::vector<PythonFrame> &frames) { return python_frames_json(frames); }
 
 ojson holders_json(const std::vector<Holder> &holders) {
   ojson a = ojson::array();
@@ -538,7 +514,7 @@ std::string report_to_json(const Report &r) {
   for (const InvalidFreeEntry &f : r.invalid_frees) {
     ojson e;
     e["api"] = f.api;
-    e["address"] = hex(f.address);
+    e["address"] = hex_address(f.address);
     e["frames"] = native_json(f.frames);
     e["python_frames"] = python_json(f.python_frames);
     frees.push_back(std::move(e));
