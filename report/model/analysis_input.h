@@ -44,6 +44,22 @@ struct LiveAlloc {
   DetectedAt detected_at = DetectedAt::Exit;
 };
 
+// A live allocation from any record that names the same fields (the shim's
+// live-table record, a replayed event): one copy for the shim and the replay.
+template <class Record>
+LiveAlloc live_alloc_of(const Record &r, DetectedAt at = DetectedAt::Exit) {
+  LiveAlloc a;
+  a.addr = r.addr;
+  a.size = r.size;
+  a.stack = r.stack;
+  a.pystack = r.pystack;
+  a.api = r.api;
+  a.family = r.family;
+  a.device = r.device;
+  a.detected_at = at;
+  return a;
+}
+
 // One CUDA storage the holder scan reached, and the chain that reached it.
 struct HeldStorage {
   uint64_t addr = 0;   // untyped_storage().data_ptr()

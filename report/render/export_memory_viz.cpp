@@ -144,14 +144,20 @@ class Output {
     return true;
   }
 
+  // Opens one trace entry in `device`'s list, up to its action key.
+  auto &begin_entry(int device) {  // a Spool (declared below)
+    Spool &s = *spools_[static_cast<size_t>(device)];
+    s.batch->item();
+    s.w->empty_dict();
+    s.w->mark();
+    key(*s.w, s.scope, kAction);
+    return s;
+  }
+
   void trace(int device, Action a, uint64_t addr, uint64_t size, uint64_t t_ns, StackId stack,
              PyStackId pystack) {
-    Spool &s = *spools_[static_cast<size_t>(device)];
+    Spool &s = begin_entry(device);
     PickleWriter &w = *s.w;
-    s.batch->item();
-    w.empty_dict();
-    w.mark();
-    key(w, s.scope, kAction);
     key(w, s.scope, action_key(a));
     if (a == Action::Oom) {
       // Free device memory at the OOM is not recorded.
@@ -183,12 +189,8 @@ class Output {
   // the label. Only files with marks have one, so the vocabulary above and
   // every other file stay as they were.
   void mark(int device, uint64_t t_ns, const std::string &label) {
-    Spool &s = *spools_[static_cast<size_t>(device)];
+    Spool &s = begin_entry(device);
     PickleWriter &w = *s.w;
-    s.batch->item();
-    w.empty_dict();
-    w.mark();
-    key(w, s.scope, kAction);
     memo_string(w, s.scope, "snapshot");
     key(w, s.scope, kAddr);
     w.integer(0);

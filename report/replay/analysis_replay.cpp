@@ -7,17 +7,6 @@
 namespace torchseal {
 namespace {
 
-LiveAlloc live_alloc(const Event &e) {
-  LiveAlloc a;
-  a.addr = e.addr;
-  a.size = e.size;
-  a.stack = e.stack;
-  a.pystack = e.pystack;
-  a.api = e.api;
-  a.family = e.family;
-  a.device = e.device;
-  return a;
-}
 
 // Builds the analysis input from the replay, with the same semantics as
 // shim/core/recorder.cpp (live set, teardown leaks, OOM snapshots, step samples).
@@ -63,12 +52,8 @@ class AnalysisObserver : public ReplayObserver {
       case Op::Alloc:
       case Op::Free: ++in_.events; break;
       case Op::InvalidFree: {
-        InvalidFree f;
-        f.api = e.api;
-        f.addr = e.addr;
-        f.stack = e.stack;
-        f.pystack = e.pystack;
-        if (in_.invalid_frees.size() < 1000) in_.invalid_frees.push_back(f);
+        if (in_.invalid_frees.size() < 1000)
+          in_.invalid_frees.push_back({e.api, e.addr, e.stack, e.pystack});
         ++in_.events;
         break;
       }
@@ -81,7 +66,7 @@ class AnalysisObserver : public ReplayObserver {
         o.pystack = e.pystack;
         o.live_bytes = replay_->live_bytes();
         if (in_.ooms.size() < 8) {
-          replay_->for_each_live([&](const ReplayRecord &r) { o.live_at_oom.push_back(live_alloc(r.alloc)); });
+          replay_->for_each_live([&](const ReplayRecord &r) { o.live_at_oom.push_back(live_alloc_of(r.alloc)); });
           in_.ooms.push_back(std::move(o));
         }
         ++in_.events;
@@ -104,14 +89,14 @@ class AnalysisObserver : public ReplayObserver {
 
   void on_teardown(const Event &, const std::vector<const ReplayRecord *> &dying) override {
     for (const ReplayRecord *r : dying) {
-      LiveAlloc a = live_alloc(r->alloc);
+      LiveAlloc a = live_alloc_of(r->alloc);
       a.detected_at = DetectedAt::ContextTeardown;
       teardown_.push_back(a);
     }
   }
 
   void finish(const Replay &replay) {
-    replay.for_each_live([&](const ReplayRecord &r) { in_.live.push_back(live_alloc(r.alloc)); });
+    replay.for_each_live([&](const ReplayRecord &r) { in_.live.push_back(live_alloc_of(r.alloc)); });
     in_.live.insert(in_.live.end(), teardown_.begin(), teardown_.end());
     in_.peak_bytes = peak_;
     in_.steps = steps_.empty() ? std::move(windows_) : std::move(steps_);

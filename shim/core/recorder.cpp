@@ -39,18 +39,6 @@ Event make_event(Op op, ApiId api, Family family, uint64_t t, uint64_t addr, uin
   return e;
 }
 
-LiveAlloc to_live_alloc(const LiveRecord &r, DetectedAt at) {
-  LiveAlloc a;
-  a.addr = r.addr;
-  a.size = r.size;
-  a.stack = r.stack;
-  a.pystack = r.pystack;
-  a.api = r.api;
-  a.family = r.family;
-  a.device = r.device;
-  a.detected_at = at;
-  return a;
-}
 }  // namespace
 
 StackId Recorder::capture() {
@@ -223,7 +211,7 @@ void Recorder::on_oom(ApiId api, Family family, uint64_t size, int device) {
   if (keep) {
     for (LiveTable *t : {&live_, &vmm_})
       t->for_each([&](const LiveRecord &r) {
-        o.live_at_oom.push_back(to_live_alloc(r, DetectedAt::Exit));
+        o.live_at_oom.push_back(live_alloc_of(r, DetectedAt::Exit));
       });
   }
   bool dump = false;
@@ -314,7 +302,7 @@ void Recorder::on_teardown(ApiId api, int device, uint32_t context) {
         return context ? r.context == context : (device < 0 || r.device == device);
       },
       [&](const LiveRecord &r) {
-        dead.push_back(to_live_alloc(r, DetectedAt::ContextTeardown));
+        dead.push_back(live_alloc_of(r, DetectedAt::ContextTeardown));
         counters().add_live(-static_cast<int64_t>(r.size));
       });
   if (dead.empty()) return;
@@ -348,14 +336,7 @@ StepSample Recorder::sample_sites(uint64_t step, uint64_t t) {
       auto it = index.find(key);
       if (it == index.end()) {
         index.emplace(key, s.sites.size());
-        SiteSample site;
-        site.stack = r.stack;
-        site.pystack = r.pystack;
-        site.api = r.api;
-        site.family = r.family;
-        site.bytes = r.size;
-        site.allocations = 1;
-        s.sites.push_back(site);
+        s.sites.push_back({r.stack, r.pystack, r.api, r.family, r.size, 1});
       } else {
         s.sites[it->second].bytes += r.size;
         s.sites[it->second].allocations += 1;
@@ -403,7 +384,7 @@ void Recorder::snapshot(AnalysisInput &in) {
   py::export_all(in.stacks.python);
   in.live.clear();
   for (LiveTable *t : {&live_, &vmm_})
-    t->for_each([&](const LiveRecord &r) { in.live.push_back(to_live_alloc(r, DetectedAt::Exit)); });
+    t->for_each([&](const LiveRecord &r) { in.live.push_back(live_alloc_of(r, DetectedAt::Exit)); });
   {
     Guard g(misc_lock_);
     in.live.insert(in.live.end(), teardown_leaks_.begin(), teardown_leaks_.end());
