@@ -9,7 +9,8 @@
 #include <unordered_map>
 
 #include "shim/core/counters.h"
-#include "shim/sink/history_writer.h"
+#include "shim/sink/mark_labels.h"
+#include "shim/sink/thread_buffers.h"
 #include "shim/runtime/log.h"
 #include "shim/core/python/python_frames.h"
 #include "report/analysis/site.h"  // is_internal_module

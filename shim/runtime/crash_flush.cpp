@@ -4,7 +4,7 @@
 #include <cerrno>
 #include <csignal>
 
-#include "shim/sink/history_writer.h"
+#include "shim/runtime/service_thread.h"
 
 namespace torchseal {
 namespace {

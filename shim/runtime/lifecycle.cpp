@@ -13,7 +13,7 @@
 #include "shim/core/python/autograd_node.h"
 #include "shim/core/counters.h"
 #include "shim/runtime/crash_flush.h"
-#include "shim/sink/history_writer.h"
+#include "shim/runtime/service_thread.h"
 #include "shim/core/python/python_frames.h"
 #include "shim/runtime/signals.h"
 #ifdef TORCHSEAL_HAVE_CUPTI_BACKEND

@@ -3,7 +3,7 @@
 #include <cerrno>
 #include <csignal>
 
-#include "shim/sink/history_writer.h"
+#include "shim/sink/thread_buffers.h"
 #include "shim/runtime/log.h"
 
 namespace torchseal {

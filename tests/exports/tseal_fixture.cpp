@@ -1,5 +1,5 @@
 // tseal_fixture: writes a synthetic .tseal history with the same chunk layout
-// as shim/sink/history_writer.cpp (Process first; then per writer pass a PASS chunk,
+// as shim/sink/pass_writer.cpp (Process first; then per writer pass a PASS chunk,
 // new Stacks, and one Events chunk per thread; Symbols and End at a clean
 // exit), so the exporters can be tested without the shim or a GPU.
 //
@@ -139,7 +139,7 @@ int main(int argc, char **argv) {
       }
       w.record(ts::Chunk::Stacks, st);
       stacks_written = kStacks;
-      // Python stacks 1..kPyStacks (layout of history_writer.cpp's
+      // Python stacks 1..kPyStacks (layout of pass_writer.cpp's
       // append_new_python_stacks): interned strings, then (fn, file, line).
       ts::PyStacksRecord py;
       py.strings = {{1, "train_step"}, {2, "/app/train.py"}, {3, "<module>"}, {4, "Model.forward"}};

@@ -60,7 +60,7 @@ std::vector<Event> random_events(size_t n, uint64_t seed) {
   return ev;
 }
 
-// A minimal but complete file, laid out the way shim/sink/history_writer.cpp does.
+// A minimal but complete file, laid out the way shim/sink/pass_writer.cpp does.
 std::vector<uint8_t> make_file(const std::vector<Event> &events, bool with_end) {
   std::vector<uint8_t> out;
   append_file_header(out);

@@ -6,7 +6,7 @@
 //
 //   tseal_churn OUT.tseal EVENTS STEPS
 //
-// The layout is the writer's (shim/sink/history_writer.cpp): Process, Modules,
+// The layout is the writer's (shim/sink/pass_writer.cpp): Process, Modules,
 // Stacks; then per pass a PASS chunk and an Events chunk; Symbols and End at
 // the clean exit. The workload, like training loops that call through many
 // layers: 5000 distinct deep stacks (100 call paths x depths 1..50, the

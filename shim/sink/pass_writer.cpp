@@ -1,0 +1,225 @@
+#include "shim/sink/pass_writer.h"
+
+#include <fcntl.h>
+#include <link.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <new>
+#include <unordered_map>
+
+#include "report/format/records.h"
+#include "report/format/tseal_format.h"
+#include "report/input/module_map.h"
+#include "shim/core/fast_clock.h"
+#include "shim/core/python/python_frames.h"
+#include "shim/runtime/log.h"
+#include "shim/sink/mark_labels.h"
+#include "shim/sink/thread_buffers.h"
+
+namespace torchseal::history {
+
+std::atomic<bool> g_file_ok{false};
+
+namespace file {
+
+namespace {
+
+using buffers::Sealed;
+using tseal::Chunk;
+
+struct State {
+  int fd = -1;
+  std::string path;
+  void (*on_fs_refused)() = nullptr;
+  uint32_t stack_cursor[StackTable::kShards] = {};
+  unsigned long long modules_adds = ~0ull, modules_subs = ~0ull;
+  uint64_t events_written = 0;
+  uint64_t py_cursor = 0;
+  std::unordered_map<std::string, uint32_t> py_strings;  // interned across chunks
+};
+
+State &S() {
+  alignas(State) static unsigned char storage[sizeof(State)];
+  static State *s = new (storage) State();
+  return *s;
+}
+
+void disable_file(int err) {
+  State &s = S();
+  if (!g_file_ok.exchange(false)) return;
+  // A full or read-only file system will refuse the reports too: say it once.
+  bool fatal = err == ENOSPC || err == EDQUOT || err == EROFS;
+  if (fatal && s.on_fs_refused) s.on_fs_refused();
+  log::error("history file %s: %s; %s, the program goes on", s.path.c_str(), strerror(err),
+             fatal ? "torchseal stopped writing files" : "history recording stopped");
+}
+
+// Raw bytes, so the End chunk can be written from a stack buffer.
+void write_bytes(const uint8_t *p, size_t n) {
+  State &s = S();
+  if (!g_file_ok.load()) return;
+  size_t off = 0;
+  while (off < n) {
+    ssize_t w = ::write(s.fd, p + off, n - off);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      disable_file(errno);
+      return;
+    }
+    off += static_cast<size_t>(w);
+  }
+}
+
+double unix_now() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<double>(ts.tv_sec) + ts.tv_nsec / 1e9;
+}
+
+void append_modules_if_changed(std::vector<uint8_t> &out) {
+  State &s = S();
+  struct Counts {
+    unsigned long long adds, subs;
+  } c{0, 0};
+  dl_iterate_phdr(
+      [](dl_phdr_info *info, size_t size, void *data) {
+        auto *cc = static_cast<Counts *>(data);
+        if (size >= offsetof(dl_phdr_info, dlpi_subs) + sizeof(info->dlpi_subs)) {
+          cc->adds = info->dlpi_adds;
+          cc->subs = info->dlpi_subs;
+        }
+        return 1;
+      },
+      &c);
+  if (c.adds == s.modules_adds && c.subs == s.modules_subs) return;
+  s.modules_adds = c.adds;
+  s.modules_subs = c.subs;
+  tseal::append_record(out, Chunk::Modules, tseal::ModulesRecord{capture_module_map()});
+}
+
+void append_new_stacks(std::vector<uint8_t> &out, StackTable &stacks) {
+  tseal::StacksRecord rec;
+  stacks.for_each_since(S().stack_cursor, [&](StackId id, const uint64_t *ips, uint32_t len) {
+    rec.stacks.emplace_back(id, std::vector<uint64_t>(ips, ips + len));
+  });
+  if (!rec.stacks.empty()) tseal::append_record(out, Chunk::Stacks, rec);
+}
+
+// Python strings (function names, file paths) are interned once per file:
+// a chunk defines only the strings new since the last one.
+void append_new_python_stacks(std::vector<uint8_t> &out) {
+  State &s = S();
+  tseal::PyStacksRecord rec;
+  auto intern = [&](const std::string &str) {
+    auto it = s.py_strings.find(str);
+    if (it != s.py_strings.end()) return it->second;
+    uint32_t id = static_cast<uint32_t>(s.py_strings.size() + 1);
+    s.py_strings.emplace(str, id);
+    rec.strings.emplace_back(id, str);
+    return id;
+  };
+  py::for_each_since(s.py_cursor, [&](PyStackId id, const std::vector<PyFrame> &frames) {
+    std::vector<tseal::PyStacksRecord::Frame> refs;
+    refs.reserve(frames.size());
+    for (const PyFrame &f : frames) {
+      uint32_t fn = intern(f.function);
+      refs.push_back({fn, intern(f.file), static_cast<uint32_t>(f.line < 0 ? 0 : f.line)});
+    }
+    rec.stacks.emplace_back(id, std::move(refs));
+  });
+  if (!rec.stacks.empty()) tseal::append_record(out, Chunk::PyStacks, rec);
+}
+
+// Taken after the pass's cut: every label a sealed Mark event uses was
+// interned before it, so it is defined before the events that use it.
+void append_new_labels(std::vector<uint8_t> &out) {
+  tseal::LabelsRecord rec;
+  labels::take_new(rec);
+  if (!rec.labels.empty()) tseal::append_record(out, Chunk::Labels, rec);
+}
+
+void append_events(std::vector<uint8_t> &out, const Sealed &c) {
+  std::vector<uint8_t> payload;
+  payload.reserve(c.bytes.size() + 24);
+  tseal::ByteWriter w(payload);
+  tseal::EventsHeader{c.tid, c.base_time, c.count}.encode(w);
+  payload.insert(payload.end(), c.bytes.begin(), c.bytes.end());
+  tseal::append_chunk(out, Chunk::Events, payload);
+  S().events_written += c.count;
+}
+
+void append_process_chunk(std::vector<uint8_t> &out, const ProcessInfo &process) {
+  tseal::ProcessRecord rec;
+  rec.info = process;
+  // CLOCK_MONOTONIC -> unix time, for exports that need wall-clock stamps.
+  rec.clock_base = unix_now() - static_cast<double>(now_ns()) / 1e9;
+  tseal::append_record(out, Chunk::Process, rec);
+}
+
+}  // namespace
+
+void open(const std::string &path, const ProcessInfo &process, void (*on_fs_refused)()) {
+  State &s = S();
+  s.path = path;
+  s.on_fs_refused = on_fs_refused;
+  s.fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (s.fd < 0) {
+    log::error("cannot create history file %s: %s; only the exit report will be written",
+               path.c_str(), strerror(errno));
+    return;
+  }
+  g_file_ok.store(true);
+  std::vector<uint8_t> out;
+  tseal::append_file_header(out);
+  append_process_chunk(out, process);
+  write_all(out);
+}
+
+void pass(StackTable &stacks) {
+  std::vector<Sealed> chunks = buffers::cut();
+  if (!g_file_ok.load()) return;
+  std::vector<uint8_t> out;
+  tseal::append_record(out, Chunk::Pass, tseal::PassRecord{now_ns()});
+  append_modules_if_changed(out);
+  append_new_stacks(out, stacks);
+  append_new_python_stacks(out);
+  append_new_labels(out);
+  for (const Sealed &c : chunks) append_events(out, c);
+  write_all(out);
+}
+
+void write_all(const std::vector<uint8_t> &out) { write_bytes(out.data(), out.size()); }
+
+void write_end(bool clean, uint8_t flags) {
+  tseal::EndRecord end{unix_now(), S().events_written, clean, flags};
+  uint8_t payload[tseal::EndRecord::kMaxBytes];
+  uint8_t chunk[tseal::kChunkHeaderSize + tseal::EndRecord::kMaxBytes];
+  write_bytes(chunk, tseal::put_chunk(chunk, Chunk::End, payload, end.encode(payload)));
+}
+
+void close() {
+  State &s = S();
+  if (s.fd >= 0) ::close(s.fd);
+  s.fd = -1;
+  g_file_ok.store(false);
+}
+
+const std::string &path() { return S().path; }
+
+void reset_after_fork() {
+  State &s = S();
+  if (s.fd >= 0) ::close(s.fd);
+  s.fd = -1;
+  g_file_ok.store(false);
+  for (auto &c : s.stack_cursor) c = 0;
+  s.py_cursor = 0;
+  new (&s.py_strings) std::unordered_map<std::string, uint32_t>();
+  s.modules_adds = s.modules_subs = ~0ull;
+  s.events_written = 0;
+}
+
+}  // namespace file
+}  // namespace torchseal::history

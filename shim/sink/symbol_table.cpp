@@ -1,0 +1,26 @@
+#include "shim/sink/symbol_table.h"
+
+#include <algorithm>
+
+#include "report/format/records.h"
+#include "report/format/tseal_format.h"
+#include "report/input/module_map.h"
+#include "report/input/symbolizer.h"
+
+namespace torchseal::history {
+
+void append_symbols(std::vector<uint8_t> &out, StackTable &stacks) {
+  std::vector<std::vector<uint64_t>> all;
+  stacks.export_all(all);
+  std::vector<uint64_t> ips;
+  for (const auto &st : all) ips.insert(ips.end(), st.begin(), st.end());
+  std::sort(ips.begin(), ips.end());
+  ips.erase(std::unique(ips.begin(), ips.end()), ips.end());
+  Symbolizer sym(capture_module_map());
+  tseal::SymbolsRecord rec;
+  rec.ips.reserve(ips.size());
+  for (uint64_t ip : ips) rec.ips.emplace_back(ip, sym.symbolize(ip));
+  tseal::append_record(out, tseal::Chunk::Symbols, rec);
+}
+
+}  // namespace torchseal::history
