@@ -13,11 +13,11 @@
 // Prints one JSON object on stdout.
 #include <cuda_runtime_api.h>
 
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <array>
 #include <utility>
 #include <vector>
 
@@ -115,10 +115,11 @@ int mixed(uint64_t n_events) {
     }
     if (p_alloc == 0 && lifo.empty() && longlived.empty()) break;
   }
-  std::printf("{\"mode\":\"mixed\",\"events\":%llu,\"allocs\":%llu,\"frees\":%llu,"
-              "\"failed_allocs\":%llu,\"distinct_sites\":%d}\n",
-              (unsigned long long)events, (unsigned long long)allocs,
-              (unsigned long long)frees, (unsigned long long)failed, kPaths * kDepths);
+  std::printf(
+      "{\"mode\":\"mixed\",\"events\":%llu,\"allocs\":%llu,\"frees\":%llu,"
+      "\"failed_allocs\":%llu,\"distinct_sites\":%d}\n",
+      (unsigned long long)events, (unsigned long long)allocs, (unsigned long long)frees,
+      (unsigned long long)failed, kPaths * kDepths);
   return failed ? 1 : 0;
 }
 
@@ -134,8 +135,7 @@ int live(uint64_t n) {
     AllocReq r{512, nullptr};
     bench::at_depth(10, do_alloc, &r);
     if (!r.ptr) {
-      std::fprintf(stderr, "bench_workload: cudaMalloc failed after %llu\n",
-                   (unsigned long long)i);
+      std::fprintf(stderr, "bench_workload: cudaMalloc failed after %llu\n", (unsigned long long)i);
       return 1;
     }
     ptrs.push_back(r.ptr);

@@ -1,15 +1,15 @@
 #include "report/analysis/analysis.h"
 
 #include <algorithm>
-#include <string>
-#include <unordered_map>
 #include <set>
+#include <string>
 #include <tuple>
+#include <unordered_map>
 
-#include "report/analysis/site.h"
 #include "report/analysis/hints.h"
-#include "report/analysis/suppressions.h"
 #include "report/analysis/holders.h"
+#include "report/analysis/site.h"
+#include "report/analysis/suppressions.h"
 
 namespace torchseal {
 namespace {
@@ -43,8 +43,7 @@ void sort_by_bytes_desc(std::vector<T> &v) {
   std::stable_sort(v.begin(), v.end(), [](const T &a, const T &b) { return a.bytes > b.bytes; });
 }
 
-std::vector<SiteTotal> top_sites(const std::vector<LiveAlloc> &live, SiteIds &sites,
-                                 size_t limit) {
+std::vector<SiteTotal> top_sites(const std::vector<LiveAlloc> &live, SiteIds &sites, size_t limit) {
   std::vector<SiteTotal> out;
   std::unordered_map<uint32_t, size_t> index;
   for (const LiveAlloc &a : live) {
@@ -114,7 +113,8 @@ bool counts_as_cached(const AnalysisInput &in, const LiveAlloc &a) {
   if (a.detected_at != DetectedAt::Exit) return false;
   // PyTorch keeps a pinned-host cache (cudaHostAlloc, e.g. behind .item())
   // in every allocator mode, tensors mode included.
-  if ((in.torch_process || in.torch_caching_allocator) && a.api == ApiId::cudaHostAlloc) return true;
+  if ((in.torch_process || in.torch_caching_allocator) && a.api == ApiId::cudaHostAlloc)
+    return true;
   if (!in.torch_caching_allocator) return false;
   // Device: its cudaMalloc segments (seen as cuMemAlloc_v2 when cudart is
   // linked statically). Vmm: expandable_segments maps cuMemCreate handles.
@@ -221,8 +221,8 @@ Report analyze(const AnalysisInput &in, Symbolizer &symbolizer, const AnalysisOp
   for (const InvalidFree &f : in.invalid_frees) {
     if (!seen.emplace(sites.get(f.stack, f.pystack), static_cast<uint16_t>(f.api), f.addr).second)
       continue;
-    r.invalid_frees.push_back({api_string(f.api), f.addr, sites.native_frames(f.stack),
-                               sites.python_frames(f.pystack)});
+    r.invalid_frees.push_back(
+        {api_string(f.api), f.addr, sites.native_frames(f.stack), sites.python_frames(f.pystack)});
   }
   r.marks = in.marks;
   // ---- growth across training steps (docs/pytorch.md, "Growth") ----

@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "report/model/analysis_input.h"
 #include "report/analysis/growth.h"
-#include "report/model/report_model.h"
 #include "report/input/symbolizer.h"
+#include "report/model/analysis_input.h"
+#include "report/model/report_model.h"
 
 namespace torchseal {
 

@@ -18,8 +18,7 @@ struct LineFit {
 
 // Least squares of y on x over [lo, hi). Centred sums (two passes) so that
 // byte counts in the 1e10 range do not lose the slope to cancellation.
-LineFit fit_line(const std::vector<double> &x, const std::vector<double> &y, size_t lo,
-                 size_t hi) {
+LineFit fit_line(const std::vector<double> &x, const std::vector<double> &y, size_t lo, size_t hi) {
   LineFit f;
   const size_t n = hi - lo;
   if (n < 2) return f;
@@ -78,12 +77,18 @@ struct Series {
 
 const char *growth_verdict_name(GrowthVerdict v) {
   switch (v) {
-    case GrowthVerdict::Flagged: return "flagged";
-    case GrowthVerdict::TooFewSteps: return "too few steps after warm-up";
-    case GrowthVerdict::NotGrowing: return "not growing";
-    case GrowthVerdict::BelowFloor: return "growth below floor";
-    case GrowthVerdict::NotSteady: return "growth not steady (no slope/r tier met)";
-    case GrowthVerdict::Plateaued: return "growth stopped in the last part of the run";
+    case GrowthVerdict::Flagged:
+      return "flagged";
+    case GrowthVerdict::TooFewSteps:
+      return "too few steps after warm-up";
+    case GrowthVerdict::NotGrowing:
+      return "not growing";
+    case GrowthVerdict::BelowFloor:
+      return "growth below floor";
+    case GrowthVerdict::NotSteady:
+      return "growth not steady (no slope/r tier met)";
+    case GrowthVerdict::Plateaued:
+      return "growth stopped in the last part of the run";
   }
   return "unknown";
 }
@@ -150,8 +155,8 @@ GrowthFit fit_series(const std::vector<double> &steps_in, const std::vector<doub
   // cache whose growth is dying away, and a site freed late in the run
   // (negative tail slope).
   const double frac = std::clamp(opts.tail_fraction, 0.0, 1.0);
-  size_t tail = std::max(opts.tail_min_steps,
-                         static_cast<size_t>(std::ceil(frac * double(fit.steps))));
+  size_t tail =
+      std::max(opts.tail_min_steps, static_cast<size_t>(std::ceil(frac * double(fit.steps))));
   tail = std::clamp<size_t>(tail, 2, fit.steps);
   fit.tail_slope = fit_line(x, bytes, n - tail, n).slope;
   if (!(fit.tail_slope > 0) || fit.tail_slope < opts.tail_slope_ratio * fit.slope) {

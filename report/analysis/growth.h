@@ -20,9 +20,9 @@
 #include <cstddef>
 #include <vector>
 
+#include "report/input/symbolizer.h"
 #include "report/model/analysis_input.h"
 #include "report/model/report_model.h"
-#include "report/input/symbolizer.h"
 
 namespace torchseal {
 

@@ -24,7 +24,7 @@ constexpr std::uintmax_t kMaxFileBytes = 4u << 20;
 constexpr size_t kMaxLineChars = 600;
 constexpr size_t kMaxScopeLines = 2000;  // lines scanned each way from a frame
 constexpr size_t kMaxUserFrames = 16;    // innermost user frames examined (a framework outside
-                                          // site-packages can take several)
+                                         // site-packages can take several)
 constexpr size_t kMaxCodeInHint = 80;
 
 // Where a rule looks, relative to one user frame.
@@ -72,8 +72,7 @@ constexpr RuleSpec kRules[] = {
      "(`.detach()` drops the graph but keeps the device memory)"},
     {"validation-with-grad", Scope::Line,
      R"((?:^|[^\w.])(?:self\.)?\w*(?:model|net|module|encoder|decoder)\w*\s*\()",
-     R"(valid|eval|test|infer|predict)",
-     R"(no_grad|inference_mode|set_grad_enabled\(\s*False)", 0,
+     R"(valid|eval|test|infer|predict)", R"(no_grad|inference_mode|set_grad_enabled\(\s*False)", 0,
      "`{code}` ({where}) runs the model in `{function}` with autograd on, so every output kept "
      "holds its graph; wrap validation in `with torch.no_grad():` (or `torch.inference_mode()`)"},
     {"loss-accumulation", Scope::Function,
@@ -202,8 +201,8 @@ std::string code_of(const std::string &line) {
 
 bool starts_with_word(std::string_view s, std::string_view w) {
   return s.substr(0, w.size()) == w &&
-         (s.size() == w.size() || !(std::isalnum(static_cast<unsigned char>(s[w.size()])) ||
-                                    s[w.size()] == '_'));
+         (s.size() == w.size() ||
+          !(std::isalnum(static_cast<unsigned char>(s[w.size()])) || s[w.size()] == '_'));
 }
 
 bool is_def(std::string_view code) {
@@ -219,8 +218,8 @@ bool is_def(std::string_view code) {
 bool is_header(const std::string &code) {
   if (is_def(code)) return true;
   if (code.empty() || code.back() != ':') return false;
-  for (const char *kw : {"for", "async", "while", "if", "elif", "else", "try", "except",
-                         "finally", "with", "match", "case"}) {
+  for (const char *kw : {"for", "async", "while", "if", "elif", "else", "try", "except", "finally",
+                         "with", "match", "case"}) {
     if (starts_with_word(code, kw)) return true;
   }
   return false;
@@ -324,8 +323,10 @@ std::string expand(const char *tmpl, const std::string &code, const std::string 
   }
   // Source text and names are not ours: keep the hint one printable line.
   for (char &ch : out) {
-    if (ch == '\t') ch = ' ';
-    else if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) ch = '?';
+    if (ch == '\t')
+      ch = ' ';
+    else if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f)
+      ch = '?';
   }
   return out;
 }
@@ -371,8 +372,12 @@ std::optional<Hint> try_rule(const Rule &rule, const UserFrame &u,
   if (rule.function && !search(u.frame->function, *rule.function)) return std::nullopt;
   std::vector<size_t> candidates;
   switch (spec.scope) {
-    case Scope::Line: candidates.push_back(u.idx); break;
-    case Scope::Enclosing: candidates = u.ctx.headers; break;
+    case Scope::Line:
+      candidates.push_back(u.idx);
+      break;
+    case Scope::Enclosing:
+      candidates = u.ctx.headers;
+      break;
     case Scope::Function:
       for (size_t i = u.ctx.scope_begin; i < u.ctx.scope_end; ++i) candidates.push_back(i);
       break;

@@ -17,7 +17,8 @@ HeldMap::HeldMap(const AnalysisInput &in) : scan_(in.holders) {
     const LiveAlloc &a = in.live[i];
     if (a.family != Family::Vmm && a.size) ranges.push_back({a.addr, a.addr + a.size, i});
   }
-  std::sort(ranges.begin(), ranges.end(), [](const Range &a, const Range &b) { return a.lo < b.lo; });
+  std::sort(ranges.begin(), ranges.end(),
+            [](const Range &a, const Range &b) { return a.lo < b.lo; });
   per_live_.resize(in.live.size());
   for (uint32_t s = 0; s < scan_.storages.size(); ++s) {
     uint64_t addr = scan_.storages[s].addr;
@@ -39,8 +40,7 @@ void HeldMap::add(size_t live_index, HolderTotals &totals) const {
   }
 }
 
-std::vector<Holder> holders_from(const HolderTotals &totals, const HolderScan &scan,
-                                 size_t limit) {
+std::vector<Holder> holders_from(const HolderTotals &totals, const HolderScan &scan, size_t limit) {
   std::vector<Holder> out;
   for (const auto &[chain, t] : totals) {
     if (chain >= scan.chains.size()) continue;

@@ -2,13 +2,13 @@
 
 #include <exception>
 
-#include "report/render/output_writer.h"
 #include "report/input/symbolizer.h"
+#include "report/render/output_writer.h"
 
 namespace torchseal {
 
-bool produce_report(const AnalysisInput &in, const std::string &prefix,
-                    const AnalysisOptions &opts, Report *out, std::string &error) noexcept {
+bool produce_report(const AnalysisInput &in, const std::string &prefix, const AnalysisOptions &opts,
+                    Report *out, std::string &error) noexcept {
   try {
     Symbolizer sym(in.modules);
     Report r = analyze(in, sym, opts);

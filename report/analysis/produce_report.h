@@ -14,7 +14,7 @@ namespace torchseal {
 // `*out` (if non-null) receives the report, e.g. to decide the exit code from
 // out->summary.leaked_allocations. Returns false with a one-line `error`;
 // never throws.
-bool produce_report(const AnalysisInput &in, const std::string &prefix,
-                    const AnalysisOptions &opts, Report *out, std::string &error) noexcept;
+bool produce_report(const AnalysisInput &in, const std::string &prefix, const AnalysisOptions &opts,
+                    Report *out, std::string &error) noexcept;
 
 }  // namespace torchseal

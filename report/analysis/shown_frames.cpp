@@ -31,7 +31,8 @@ bool under_stdlib_dir(std::string_view file) {
       if (at != 0 && file[at - 1] != '/') continue;
       size_t i = at + lib.size();
       size_t digits = 0, dots = 0;
-      while (i < file.size() && (std::isdigit(static_cast<unsigned char>(file[i])) || file[i] == '.')) {
+      while (i < file.size() &&
+             (std::isdigit(static_cast<unsigned char>(file[i])) || file[i] == '.')) {
         (file[i] == '.' ? dots : digits) += 1;
         ++i;
       }
@@ -119,8 +120,7 @@ bool is_interpreter_native(const NativeFrame &f) {
 
 bool is_folded_native(const NativeFrame &f) {
   if (is_process_entry(f.function)) return false;
-  return is_interpreter_native(f) || is_framework_module(f.module) ||
-         is_framework_name(f.function);
+  return is_interpreter_native(f) || is_framework_module(f.module) || is_framework_name(f.function);
 }
 
 long user_python_index(const std::vector<PythonFrame> &py) {
@@ -130,8 +130,7 @@ long user_python_index(const std::vector<PythonFrame> &py) {
   return -1;
 }
 
-ShownStack shown_stack(const std::vector<NativeFrame> &frames,
-                       const std::vector<PythonFrame> &py) {
+ShownStack shown_stack(const std::vector<NativeFrame> &frames, const std::vector<PythonFrame> &py) {
   ShownStack s;
   s.user = user_python_index(py);
   if (s.user >= 0) s.python.push_back(size_t(s.user));

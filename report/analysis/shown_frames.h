@@ -45,20 +45,19 @@ long user_python_index(const std::vector<PythonFrame> &py);
 
 // One row of the native part: a frame, or a run of folded frames.
 struct NativeRow {
-  size_t first = 0;   // index into frames
-  size_t count = 1;   // frames in the row; > 1 or folded only for a folded run
+  size_t first = 0;  // index into frames
+  size_t count = 1;  // frames in the row; > 1 or folded only for a folded run
   bool folded = false;
 };
 
 struct ShownStack {
-  std::vector<size_t> python;   // indexes into python_frames, in display order
-  long user = -1;               // user_python_index(); python[0] when >= 0
+  std::vector<size_t> python;  // indexes into python_frames, in display order
+  long user = -1;              // user_python_index(); python[0] when >= 0
   std::vector<NativeRow> native;
 };
 
 // The layout of one site in a Python process.
-ShownStack shown_stack(const std::vector<NativeFrame> &frames,
-                       const std::vector<PythonFrame> &py);
+ShownStack shown_stack(const std::vector<NativeFrame> &frames, const std::vector<PythonFrame> &py);
 
 // "37 interpreter/framework frames folded" (the one wording of a folded run).
 std::string folded_label(size_t count);

@@ -9,9 +9,9 @@
 #include <utility>
 #include <vector>
 
+#include "report/input/symbolizer.h"
 #include "report/model/analysis_input.h"
 #include "report/model/report_model.h"
-#include "report/input/symbolizer.h"
 
 namespace torchseal {
 
@@ -86,7 +86,7 @@ class SiteIds {
   std::unordered_map<uint64_t, uint32_t> by_pair_;     // raw pair -> site
   std::unordered_map<StackId, uint32_t> native_keys_;  // raw stack -> parts id
   std::unordered_map<PyStackId, uint32_t> python_keys_;
-  std::unordered_map<std::string, uint32_t> frames_;   // frame key -> id
+  std::unordered_map<std::string, uint32_t> frames_;  // frame key -> id
   std::unordered_map<Parts, uint32_t, PartsHash> parts_;
   std::unordered_map<uint64_t, uint32_t> sites_;       // (native, python) parts -> site
   std::vector<std::pair<StackId, PyStackId>> firsts_;  // site -> first raw pair

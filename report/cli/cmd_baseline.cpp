@@ -2,14 +2,14 @@
 // `check --baseline` fails only on new ones.
 #include <cstdio>
 
-#include "report/compare/baseline.h"
 #include "report/cli/commands.h"
+#include "report/compare/baseline.h"
 
 namespace torchseal::cli {
 
 CLI::App *add_baseline_command(CLI::App &app, BaselineOptions &opts) {
-  CLI::App *cmd = app.add_subcommand(
-      "baseline", "Write a leak baseline from reports, for `check --baseline`.");
+  CLI::App *cmd =
+      app.add_subcommand("baseline", "Write a leak baseline from reports, for `check --baseline`.");
   cmd->add_option("REPORT", opts.reports, "leak reports (P.json) or histories (P.tseal)")
       ->required();
   cmd->add_option("--output,-o", opts.output, "baseline file to write (- for stdout)")->required();
@@ -23,7 +23,8 @@ CLI::App *add_baseline_command(CLI::App &app, BaselineOptions &opts) {
       "  the code; sites are matched by function, file name and line (see `torchseal\n"
       "  check --help`), never by address.\n",
       "0 written; 2 bad usage, unusable input or the file cannot be written.",
-      {"torchseal run -o base-%p -- ./tests && torchseal baseline base-*.json -o leaks-baseline.json"}));
+      {"torchseal run -o base-%p -- ./tests && torchseal baseline base-*.json -o "
+       "leaks-baseline.json"}));
   return cmd;
 }
 

@@ -4,17 +4,17 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "report/compare/baseline.h"
+#include "report/analysis/site_match.h"
 #include "report/cli/commands.h"
+#include "report/compare/baseline.h"
 #include "report/compare/gate.h"
 #include "report/compare/junit.h"
-#include "report/analysis/site_match.h"
 
 namespace torchseal::cli {
 namespace {
 
-constexpr size_t kTopSites = 5;       // offending sites printed per report
-constexpr size_t kNativeFrames = 4;   // frames printed per site
+constexpr size_t kTopSites = 5;      // offending sites printed per report
+constexpr size_t kNativeFrames = 4;  // frames printed per site
 constexpr size_t kPythonFrames = 4;
 
 std::string fmt(const char *f, auto... args) {
@@ -41,12 +41,14 @@ std::string stack_lines(const std::vector<NativeFrame> &frames,
   }
   for (size_t i = 0; i < frames.size() && i < kNativeFrames; ++i) {
     const NativeFrame &f = frames[i];
-    std::string where = f.file.empty() ? "(" + clean(f.module) + ")"
-                                       : clean(f.file) + (f.line > 0 ? ":" + std::to_string(f.line) : "");
+    std::string where = f.file.empty()
+                            ? "(" + clean(f.module) + ")"
+                            : clean(f.file) + (f.line > 0 ? ":" + std::to_string(f.line) : "");
     out += fmt("      #%zu %s %s\n", i, f.function.empty() ? "??" : clean(f.function).c_str(),
                where.c_str());
   }
-  if (frames.size() > kNativeFrames) out += fmt("      ... %zu more frame(s)\n", frames.size() - kNativeFrames);
+  if (frames.size() > kNativeFrames)
+    out += fmt("      ... %zu more frame(s)\n", frames.size() - kNativeFrames);
   if (frames.empty() && py.empty()) out += "      <no stack recorded>\n";
   return out;
 }
@@ -61,19 +63,26 @@ std::string describe(const Report &r, const std::string &path) {
 std::string gh_data(const std::string &s) {
   std::string out;
   for (char c : s) {
-    if (c == '%') out += "%25";
-    else if (c == '\r') out += "%0D";
-    else if (c == '\n') out += "%0A";
-    else out += c;
+    if (c == '%')
+      out += "%25";
+    else if (c == '\r')
+      out += "%0D";
+    else if (c == '\n')
+      out += "%0A";
+    else
+      out += c;
   }
   return out;
 }
 std::string gh_property(const std::string &s) {
   std::string out;
   for (char c : gh_data(s)) {
-    if (c == ':') out += "%3A";
-    else if (c == ',') out += "%2C";
-    else out += c;
+    if (c == ':')
+      out += "%3A";
+    else if (c == ',')
+      out += "%2C";
+    else
+      out += c;
   }
   return out;
 }
@@ -115,7 +124,8 @@ Checked check_one(const Report &r, const std::string &path, const GateLimits &li
   const GateVerdict &v = c.verdict;
   std::string extra;
   if (v.excused_leak_sites + v.excused_growth_sites > 0) {
-    extra += fmt("; %zu known site(s) excused by the baseline", v.excused_leak_sites + v.excused_growth_sites);
+    extra += fmt("; %zu known site(s) excused by the baseline",
+                 v.excused_leak_sites + v.excused_growth_sites);
   }
   if (r.summary.suppressed_bytes > 0) {
     extra += "; " + std::to_string(r.summary.suppressed_bytes) + " byte(s) suppressed";
@@ -135,10 +145,11 @@ Checked check_one(const Report &r, const std::string &path, const GateLimits &li
                      e.bytes, e.allocations, clean(e.kind).c_str(), clean(e.api).c_str());
     c.details += stack_lines(e.frames, e.python_frames);
     if (github) {
-      c.annotations += annotate(e.frames, e.python_frames,
-               fmt("%" PRIu64 " byte(s) leaked in %" PRIu64 " allocation(s) (%s, %s) at ", e.bytes,
-                   e.allocations, e.kind.c_str(), e.api.c_str()) +
-                   site_label(e.frames, e.python_frames, 1) + " [" + path + "]");
+      c.annotations +=
+          annotate(e.frames, e.python_frames,
+                   fmt("%" PRIu64 " byte(s) leaked in %" PRIu64 " allocation(s) (%s, %s) at ",
+                       e.bytes, e.allocations, e.kind.c_str(), e.api.c_str()) +
+                       site_label(e.frames, e.python_frames, 1) + " [" + path + "]");
     }
   }
   if (v.leak_offenders.size() > kTopSites) {
@@ -151,9 +162,9 @@ Checked check_one(const Report &r, const std::string &path, const GateLimits &li
     c.details += stack_lines(g.frames, g.python_frames);
     if (github) {
       c.annotations += annotate(g.frames, g.python_frames,
-               fmt("memory grows %.1f byte(s)/step (%s, %s) at ", g.bytes_per_step, g.kind.c_str(),
-                   g.api.c_str()) +
-                   site_label(g.frames, g.python_frames, 1) + " [" + path + "]");
+                                fmt("memory grows %.1f byte(s)/step (%s, %s) at ", g.bytes_per_step,
+                                    g.kind.c_str(), g.api.c_str()) +
+                                    site_label(g.frames, g.python_frames, 1) + " [" + path + "]");
     }
   }
   if (v.growth_offenders.size() > kTopSites) {
@@ -193,15 +204,16 @@ int check_reports(const std::vector<std::string> &paths, const GateFlags &flags)
   if (!load_inputs(paths, flags.suppressions, reports)) return kExitUnusable;
   GateLimits limits;
   if (flags.max_leaked_bytes >= 0) limits.max_leaked_bytes = uint64_t(flags.max_leaked_bytes);
-  if (flags.max_growth_bytes_per_step >= 0) limits.max_growth_bytes_per_step = flags.max_growth_bytes_per_step;
+  if (flags.max_growth_bytes_per_step >= 0)
+    limits.max_growth_bytes_per_step = flags.max_growth_bytes_per_step;
   const char *gha = std::getenv("GITHUB_ACTIONS");
   bool github = gha && std::string(gha) == "true";
 
   bool failed = false;
   std::vector<JUnitCase> cases;
   for (size_t i = 0; i < reports.size(); ++i) {
-    Checked c = check_one(reports[i], paths[i], limits, flags.baseline.empty() ? nullptr : &baseline,
-                          github);
+    Checked c = check_one(reports[i], paths[i], limits,
+                          flags.baseline.empty() ? nullptr : &baseline, github);
     std::fputs(c.summary_line.c_str(), stdout);
     std::fputs(c.details.c_str(), stdout);
     std::fputs(c.annotations.c_str(), stdout);
@@ -210,7 +222,8 @@ int check_reports(const std::vector<std::string> &paths, const GateFlags &flags)
     jc.name = paths[i];
     jc.classname = "torchseal.check";
     jc.failed = !c.verdict.pass;
-    for (const std::string &why : c.verdict.reasons) jc.message += (jc.message.empty() ? "" : "; ") + why;
+    for (const std::string &why : c.verdict.reasons)
+      jc.message += (jc.message.empty() ? "" : "; ") + why;
     jc.details = c.summary_line + c.details;
     if (!jc.failed) jc.output = c.summary_line;
     cases.push_back(std::move(jc));

@@ -32,8 +32,9 @@ int diff_command(const DiffOptions &opts) {
   ReportDiff d = diff_reports(reports[0], reports[1]);
   d.path_a = opts.a;
   d.path_b = opts.b;
-  return write_output("-", opts.format == "json" ? diff_to_json(d) : diff_to_text(d)) ? kExitOk
-                                                                                     : kExitUnusable;
+  return write_output("-", opts.format == "json" ? diff_to_json(d) : diff_to_text(d))
+             ? kExitOk
+             : kExitUnusable;
 }
 
 }  // namespace torchseal::cli

@@ -18,7 +18,8 @@ namespace {
 class ProgressBar {
  public:
   explicit ProgressBar(std::string label)
-      : label_(std::move(label)), tty_(isatty(STDERR_FILENO) == 1),
+      : label_(std::move(label)),
+        tty_(isatty(STDERR_FILENO) == 1),
         start_(std::chrono::steady_clock::now()) {}
   ~ProgressBar() { clear(); }
 

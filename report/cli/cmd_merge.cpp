@@ -8,8 +8,8 @@
 namespace torchseal::cli {
 
 CLI::App *add_merge_command(CLI::App &app, MergeOptions &opts) {
-  CLI::App *cmd = app.add_subcommand(
-      "merge", "Combine the reports of several ranks or processes into one.");
+  CLI::App *cmd =
+      app.add_subcommand("merge", "Combine the reports of several ranks or processes into one.");
   cmd->add_option("FILE", opts.reports, "leak reports (P.json) or histories (P.tseal)")->required();
   cmd->add_option("--output,-o", opts.output, "merged report to write (- for stdout)")->required();
   cmd->add_option("--suppressions", opts.suppressions, "file of leak:PATTERN lines");

@@ -21,8 +21,10 @@ std::string report_formats() {
 }  // namespace
 
 CLI::App *add_report_command(CLI::App &app, ReportOptions &opts) {
-  CLI::App *cmd = app.add_subcommand("report", "Print a saved report (P.json) or analyze a history (P.tseal), as text or JSON.");
-  cmd->add_option("FILE", opts.file, "a leak report (P.json) or a history file (P.tseal)")->required();
+  CLI::App *cmd = app.add_subcommand(
+      "report", "Print a saved report (P.json) or analyze a history (P.tseal), as text or JSON.");
+  cmd->add_option("FILE", opts.file, "a leak report (P.json) or a history file (P.tseal)")
+      ->required();
   std::vector<std::string> formats;
   for (const Renderer &r : renderers()) {
     if (r.input == RenderInput::Report) formats.emplace_back(r.name);
@@ -63,7 +65,8 @@ int report_command(const ReportOptions &opts) {
   RenderRequest req;
   req.source = opts.file;
   req.report = &r[0];
-  const Renderer *renderer = find_renderer(opts.html.empty() ? opts.format : "html", RenderInput::Report);
+  const Renderer *renderer =
+      find_renderer(opts.html.empty() ? opts.format : "html", RenderInput::Report);
   const std::string &path = opts.html.empty() ? std::string("-") : opts.html;
   return write_output(path, renderer->render_report(req)) ? kExitOk : kExitUnusable;
 }

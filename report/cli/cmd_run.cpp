@@ -60,7 +60,8 @@ bool find_shim(std::string &path, std::string &error) {
       return true;
     }
   }
-  error = "cannot find libtorchseal.so next to " + dir + "; set TORCHSEAL_SHIM=/path/to/libtorchseal.so";
+  error = "cannot find libtorchseal.so next to " + dir +
+          "; set TORCHSEAL_SHIM=/path/to/libtorchseal.so";
   return false;
 }
 
@@ -96,10 +97,10 @@ void add_setting_options(CLI::App &cmd, RunOptions &opts) {
     switch (s.kind) {
       case settings::Kind::Integer:
         // Parsed as CLI11 parses an int, then set in decimal.
-        opt = cmd.add_option_function<int>(
-                     s.option, [&value](const int &n) { value = std::to_string(n); },
-                     option_help(s))
-                  ->check(CLI::Range(s.lo, s.hi));
+        opt =
+            cmd.add_option_function<int>(
+                   s.option, [&value](const int &n) { value = std::to_string(n); }, option_help(s))
+                ->check(CLI::Range(s.lo, s.hi));
         break;
       case settings::Kind::Choice:
         opt = cmd.add_option(s.option, value, option_help(s))
@@ -113,9 +114,10 @@ void add_setting_options(CLI::App &cmd, RunOptions &opts) {
         break;
     }
     if (&s == &settings::spec(settings::Id::torch)) {
-      cmd.add_flag_callback("--tensors", [&value] { value = "tensors"; },
-                            "same as --torch tensors: one allocation per tensor "
-                            "(PyTorch's cudaMallocAsync backend)")
+      cmd.add_flag_callback(
+             "--tensors", [&value] { value = "tensors"; },
+             "same as --torch tensors: one allocation per tensor "
+             "(PyTorch's cudaMallocAsync backend)")
           ->excludes(opt);
     }
   }
@@ -193,8 +195,10 @@ std::string template_glob(const std::string &tmpl) {
     char c = tmpl[i];
     if (c == '%' && i + 1 < tmpl.size()) {
       char n = tmpl[++i];
-      if (n == '%') g += '%';
-      else g += '*';
+      if (n == '%')
+        g += '%';
+      else
+        g += '*';
       continue;
     }
     if (c == '*' || c == '?' || c == '[' || c == '\\') g += '\\';
@@ -251,7 +255,8 @@ int run_child(const std::vector<std::string> &command) {
   argv.push_back(nullptr);
   // Like system(): the terminal's SIGINT/SIGQUIT reach the child directly;
   // SIGTERM/SIGHUP sent to us (a CI timeout) are passed on.
-  struct sigaction ign{}, fwd{}, old_int{}, old_quit{}, old_term{}, old_hup{};
+  struct sigaction ign {
+  }, fwd{}, old_int{}, old_quit{}, old_term{}, old_hup{};
   ign.sa_handler = SIG_IGN;
   fwd.sa_handler = forward_signal;
   sigaction(SIGINT, &ign, &old_int);
@@ -280,11 +285,9 @@ int run_child(const std::vector<std::string> &command) {
   }
   g_child = pid;
   ssize_t n;
-  while ((n = read(pipefd[0], &exec_errno, sizeof exec_errno)) < 0 && errno == EINTR) {
-  }
+  while ((n = read(pipefd[0], &exec_errno, sizeof exec_errno)) < 0 && errno == EINTR) {}
   close(pipefd[0]);
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
   g_child = 0;
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGQUIT, &old_quit, nullptr);
@@ -310,8 +313,9 @@ int run_and_check(const RunOptions &opts, const std::string &tmpl) {
   if (reports.empty()) {
     // Nothing to gate: the shim stays inert (writes nothing) in processes
     // that never call CUDA. Say so loudly rather than pass silently.
-    std::fprintf(stderr, "torchseal: warning: no reports matching %s were written (no CUDA "
-                         "activity?); nothing to check\\n",
+    std::fprintf(stderr,
+                 "torchseal: warning: no reports matching %s were written (no CUDA "
+                 "activity?); nothing to check\\n",
                  template_glob(tmpl).c_str());
     return kExitOk;
   }
@@ -340,8 +344,8 @@ CLI::App *add_run_command(CLI::App &app, RunOptions &opts) {
       "  --baseline, --junit and --suppressions.\n\n";
   add_setting_options(*cmd, opts);
   cmd->add_flag("--fail-on-leak", opts.fail_on_leak,
-               "run CMD as a child, then `check` every report it wrote (with the limit "
-               "options below)");
+                "run CMD as a child, then `check` every report it wrote (with the limit "
+                "options below)");
   add_gate_flags(*cmd, opts.gate, false);
   cmd->add_option("command", opts.command, "the command to run, after --")->required();
   cmd->footer(
@@ -385,8 +389,8 @@ int run_command(const RunOptions &opts) {
       return kExitUnusable;
     }
   }
-  bool ok = set_env("LD_PRELOAD", preload, error) &&
-            set_setting_variables(opts, output, error) && add_python_helper(shim, error);
+  bool ok = set_env("LD_PRELOAD", preload, error) && set_setting_variables(opts, output, error) &&
+            add_python_helper(shim, error);
   if (!ok) {
     print_error(error);
     return kExitUnusable;

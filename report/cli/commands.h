@@ -21,7 +21,7 @@ namespace torchseal::cli {
 // its own: that path execs).
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitLimitExceeded = 1;  // `check`: a report broke a limit
-inline constexpr int kExitUnusable = 2;  // bad usage or unusable input
+inline constexpr int kExitUnusable = 2;       // bad usage or unusable input
 
 // The DESCRIPTION / EXIT STATUS / EXAMPLES footer of a subcommand's --help.
 std::string help_footer(std::string_view description, std::string_view exit_status,
@@ -32,8 +32,8 @@ void print_error(const std::string &msg);
 
 // The CI gate's policy flags, shared by `check` and `run --fail-on-leak`.
 struct GateFlags {
-  int64_t max_leaked_bytes = -1;             // -1: unset (0)
-  double max_growth_bytes_per_step = -1;     // -1: unset (0)
+  int64_t max_leaked_bytes = -1;          // -1: unset (0)
+  double max_growth_bytes_per_step = -1;  // -1: unset (0)
   std::string suppressions, baseline, junit;
 };
 void add_gate_flags(CLI::App &cmd, GateFlags &flags, bool with_suppressions);
@@ -64,9 +64,9 @@ int report_command(const ReportOptions &opts);
 struct ExportOptions {
   std::string file;
   std::map<std::string, std::string> outputs;  // history renderer name -> OUT ("" = not asked)
-  int device = -1;                     // -1 = all devices
-  double since = -1, until = -1;       // -1 = unset; seconds from start, or unix seconds
-  uint64_t max_entries = 0;            // 0 = all
+  int device = -1;                             // -1 = all devices
+  double since = -1, until = -1;               // -1 = unset; seconds from start, or unix seconds
+  uint64_t max_entries = 0;                    // 0 = all
   uint64_t min_slice_bytes = 1u << 20;
 };
 CLI::App *add_export_command(CLI::App &app, ExportOptions &opts);

@@ -6,9 +6,9 @@
 #include <cstdio>
 #include <cstring>
 
+#include "report/analysis/suppressions.h"
 #include "report/cli/commands.h"
 #include "report/input/load_report.h"
-#include "report/analysis/suppressions.h"
 
 namespace torchseal::cli {
 
@@ -24,7 +24,8 @@ bool load_all(const std::vector<std::string> &paths, const std::string &suppress
     Report r;
     std::vector<std::string> warnings;
     bool ok = load_report(path, r, error, warnings, opts);
-    for (const std::string &w : warnings) std::fprintf(stderr, "torchseal: warning: %s\n", w.c_str());
+    for (const std::string &w : warnings)
+      std::fprintf(stderr, "torchseal: warning: %s\n", w.c_str());
     if (!ok) return false;
     // A P.json was analyzed in its process, with that process's
     // suppressions; ours apply on top. (For a P.tseal this is a no-op: the
@@ -37,7 +38,8 @@ bool load_all(const std::vector<std::string> &paths, const std::string &suppress
 
 bool write_all(const std::string &path, const std::string &text, std::string &error) {
   if (path == "-") {
-    if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0) {
+    if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() ||
+        std::fflush(stdout) != 0) {
       error = "cannot write to standard output";
       return false;
     }

@@ -28,7 +28,8 @@ std::string exact_key(const SiteView &v) {
 SiteView view_of(const BaselineSite &s) { return {s.kind, s.api, {}, &s.frames, &s.python_frames}; }
 
 template <class Entry>
-std::vector<bool> covers(const Baseline &b, const std::string &type, const std::vector<Entry> &entries) {
+std::vector<bool> covers(const Baseline &b, const std::string &type,
+                         const std::vector<Entry> &entries) {
   std::vector<SiteView> base;
   for (const BaselineSite &s : b.sites) {
     if (s.type == type) base.push_back(view_of(s));
@@ -101,7 +102,8 @@ template <class T, class Read>
 std::vector<T> list(const json &a, const std::string &where, Read read) {
   if (!a.is_array()) throw Bad{where + ": expected an array"};
   std::vector<T> out;
-  for (size_t k = 0; k < a.size(); ++k) out.push_back(read(a[k], where + "[" + std::to_string(k) + "]"));
+  for (size_t k = 0; k < a.size(); ++k)
+    out.push_back(read(a[k], where + "[" + std::to_string(k) + "]"));
   return out;
 }
 
@@ -131,7 +133,8 @@ BaselineSite read_site(const json &e, const std::string &p) {
   s.bytes = uint64_t(num(e, p, "bytes"));
   s.allocations = uint64_t(num(e, p, "allocations"));
   s.frames = list<NativeFrame>(need(e, p, "frames"), p + ".frames", read_native);
-  s.python_frames = list<PythonFrame>(need(e, p, "python_frames"), p + ".python_frames", read_frame<PythonFrame>);
+  s.python_frames =
+      list<PythonFrame>(need(e, p, "python_frames"), p + ".python_frames", read_frame<PythonFrame>);
   return s;
 }
 
@@ -141,8 +144,9 @@ Baseline baseline_from_reports(const std::vector<Report> &reports) {
   Baseline b;
   std::map<std::string, size_t> seen;
   for (const Report &r : reports) {
-    add_sites<LeakEntry>(b, seen, "leak", r.leaks, [](const LeakEntry &e) { return e.bytes; },
-                         [](const LeakEntry &e) { return e.allocations; });
+    add_sites<LeakEntry>(
+        b, seen, "leak", r.leaks, [](const LeakEntry &e) { return e.bytes; },
+        [](const LeakEntry &e) { return e.allocations; });
     add_sites<GrowthEntry>(
         b, seen, "growth", r.growth,
         [](const GrowthEntry &e) { return uint64_t(e.growth_bytes > 0 ? e.growth_bytes : 0); },

@@ -18,11 +18,16 @@ std::string device_extra(int d) { return "device=" + std::to_string(d); }
 
 int status_rank(DiffStatus s) {
   switch (s) {
-    case DiffStatus::New: return 0;
-    case DiffStatus::Grown: return 1;
-    case DiffStatus::Shrunk: return 2;
-    case DiffStatus::Gone: return 3;
-    default: return 4;
+    case DiffStatus::New:
+      return 0;
+    case DiffStatus::Grown:
+      return 1;
+    case DiffStatus::Shrunk:
+      return 2;
+    case DiffStatus::Gone:
+      return 3;
+    default:
+      return 4;
   }
 }
 
@@ -79,11 +84,16 @@ void put_head(ojson &e, const Delta &x) {
 
 const char *diff_status_name(DiffStatus s) {
   switch (s) {
-    case DiffStatus::New: return "new";
-    case DiffStatus::Gone: return "gone";
-    case DiffStatus::Grown: return "grown";
-    case DiffStatus::Shrunk: return "shrunk";
-    case DiffStatus::Same: return "same";
+    case DiffStatus::New:
+      return "new";
+    case DiffStatus::Gone:
+      return "gone";
+    case DiffStatus::Grown:
+      return "grown";
+    case DiffStatus::Shrunk:
+      return "shrunk";
+    case DiffStatus::Same:
+      return "same";
   }
   return "same";
 }
@@ -101,10 +111,16 @@ ReportDiff diff_reports(const Report &a, const Report &b) {
       [](const LeakEntry &e) { return e.bytes; },
       [](DiffStatus status, const LeakEntry *ea, const LeakEntry *eb) {
         const LeakEntry &e = eb ? *eb : *ea;  // B's site when it has one
-        return LeakDelta{status, e.kind, e.api, e.device,
-                         ea ? ea->bytes : 0, eb ? eb->bytes : 0,
-                         ea ? ea->allocations : 0, eb ? eb->allocations : 0,
-                         e.frames, e.python_frames};
+        return LeakDelta{status,
+                         e.kind,
+                         e.api,
+                         e.device,
+                         ea ? ea->bytes : 0,
+                         eb ? eb->bytes : 0,
+                         ea ? ea->allocations : 0,
+                         eb ? eb->allocations : 0,
+                         e.frames,
+                         e.python_frames};
       },
       d.unchanged_leak_sites);
   std::stable_sort(d.leaks.begin(), d.leaks.end(), [](const LeakDelta &x, const LeakDelta &y) {
@@ -120,15 +136,21 @@ ReportDiff diff_reports(const Report &a, const Report &b) {
       [](const GrowthEntry &e) { return e.bytes_per_step; },
       [](DiffStatus status, const GrowthEntry *ea, const GrowthEntry *eb) {
         const GrowthEntry &e = eb ? *eb : *ea;
-        return GrowthDelta{status, e.kind, e.api,
-                           ea ? ea->bytes_per_step : 0, eb ? eb->bytes_per_step : 0,
-                           ea ? ea->growth_bytes : 0, eb ? eb->growth_bytes : 0,
-                           e.frames, e.python_frames};
+        return GrowthDelta{status,
+                           e.kind,
+                           e.api,
+                           ea ? ea->bytes_per_step : 0,
+                           eb ? eb->bytes_per_step : 0,
+                           ea ? ea->growth_bytes : 0,
+                           eb ? eb->growth_bytes : 0,
+                           e.frames,
+                           e.python_frames};
       },
       d.unchanged_growth_sites);
-  std::stable_sort(d.growth.begin(), d.growth.end(), [](const GrowthDelta &x, const GrowthDelta &y) {
-    return status_rank(x.status) < status_rank(y.status);
-  });
+  std::stable_sort(d.growth.begin(), d.growth.end(),
+                   [](const GrowthDelta &x, const GrowthDelta &y) {
+                     return status_rank(x.status) < status_rank(y.status);
+                   });
   return d;
 }
 
@@ -136,16 +158,17 @@ std::string diff_to_text(const ReportDiff &d) {
   std::string out = "torchseal diff: " + d.path_a + " -> " + d.path_b + "\n";
   out += "  leaked bytes: " + std::to_string(d.leaked_bytes_a) + " -> " +
          std::to_string(d.leaked_bytes_b) + " (" +
-         signed_bytes(int64_t(d.leaked_bytes_b) - int64_t(d.leaked_bytes_a)) + "); leak sites: " +
-         std::to_string(d.leak_sites_a) + " -> " + std::to_string(d.leak_sites_b) + "\n";
+         signed_bytes(int64_t(d.leaked_bytes_b) - int64_t(d.leaked_bytes_a)) +
+         "); leak sites: " + std::to_string(d.leak_sites_a) + " -> " +
+         std::to_string(d.leak_sites_b) + "\n";
   if (d.leaks.empty() && d.growth.empty()) {
     out += "  no changed sites\n";
     return out;
   }
   char buf[256];
   for (const LeakDelta &x : d.leaks) {
-    std::snprintf(buf, sizeof buf, "  %-6s leak   %+14" PRId64 " B  %6" PRIu64 " -> %-6" PRIu64
-                  " alloc  %s %s: ",
+    std::snprintf(buf, sizeof buf,
+                  "  %-6s leak   %+14" PRId64 " B  %6" PRIu64 " -> %-6" PRIu64 " alloc  %s %s: ",
                   diff_status_name(x.status), int64_t(x.bytes_b) - int64_t(x.bytes_a),
                   x.allocations_a, x.allocations_b, x.kind.c_str(), x.api.c_str());
     out += buf + site_label(x.frames, x.python_frames) + "\n";
@@ -186,7 +209,8 @@ std::string diff_to_json(const ReportDiff &d) {
     e["growth_bytes_b"] = x.growth_bytes_b;
     put_stacks(e, x, FrameAddress::None);
   });
-  j["unchanged"] = {{"leak_sites", d.unchanged_leak_sites}, {"growth_sites", d.unchanged_growth_sites}};
+  j["unchanged"] = {{"leak_sites", d.unchanged_leak_sites},
+                    {"growth_sites", d.unchanged_growth_sites}};
   return j.dump(2, ' ', false, ojson::error_handler_t::replace) + "\n";
 }
 

@@ -42,17 +42,17 @@ GateVerdict evaluate_gate(const Report &r, const GateLimits &limits, const Basel
   if (v.counted_leaked_bytes > max_leak) {
     v.reasons.push_back(std::to_string(v.counted_leaked_bytes) + " byte(s) leaked in " +
                         std::to_string(v.counted_leaked_allocations) + " allocation(s) at " +
-                        std::to_string(v.leak_offenders.size()) + " site(s)" + known +
-                        ", limit " + std::to_string(max_leak));
+                        std::to_string(v.leak_offenders.size()) + " site(s)" + known + ", limit " +
+                        std::to_string(max_leak));
   } else {
     v.leak_offenders.clear();  // within the limit: nothing to blame
   }
   double max_growth = limits.max_growth_bytes_per_step.value_or(0);
   if (v.counted_growth_bytes_per_step > max_growth) {
     char buf[160];
-    std::snprintf(buf, sizeof buf, "%.1f byte(s)/step of steady growth at %zu site(s)%s, limit %.1f",
-                  v.counted_growth_bytes_per_step, v.growth_offenders.size(), known.c_str(),
-                  max_growth);
+    std::snprintf(
+        buf, sizeof buf, "%.1f byte(s)/step of steady growth at %zu site(s)%s, limit %.1f",
+        v.counted_growth_bytes_per_step, v.growth_offenders.size(), known.c_str(), max_growth);
     v.reasons.push_back(buf);
   } else {
     v.growth_offenders.clear();

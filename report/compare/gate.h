@@ -24,10 +24,10 @@ struct GateLimits {
 
 struct GateVerdict {
   bool pass = true;
-  uint64_t counted_leaked_bytes = 0;     // leaks not excused by the baseline
+  uint64_t counted_leaked_bytes = 0;  // leaks not excused by the baseline
   uint64_t counted_leaked_allocations = 0;
   double counted_growth_bytes_per_step = 0;
-  size_t excused_leak_sites = 0;         // covered by the baseline
+  size_t excused_leak_sites = 0;  // covered by the baseline
   size_t excused_growth_sites = 0;
   std::vector<size_t> leak_offenders;    // indices into Report::leaks, bytes descending
   std::vector<size_t> growth_offenders;  // indices into Report::growth, rate descending

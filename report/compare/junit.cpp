@@ -16,9 +16,8 @@ std::string junit_xml(const std::string &suite, const std::vector<JUnitCase> &ca
   std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
   out += "<testsuites name=\"" + xml_escape(suite) + "\" tests=\"" + std::to_string(cases.size()) +
          "\" failures=\"" + std::to_string(failures) + "\">\n";
-  out += "  <testsuite name=\"" + xml_escape(suite) + "\" tests=\"" +
-         std::to_string(cases.size()) + "\" failures=\"" + std::to_string(failures) +
-         "\" errors=\"0\" skipped=\"0\">\n";
+  out += "  <testsuite name=\"" + xml_escape(suite) + "\" tests=\"" + std::to_string(cases.size()) +
+         "\" failures=\"" + std::to_string(failures) + "\" errors=\"0\" skipped=\"0\">\n";
   for (const JUnitCase &c : cases) {
     out += "    <testcase name=\"" + xml_escape(c.name) + "\" classname=\"" +
            xml_escape(c.classname) + "\" time=\"0\"";

@@ -11,9 +11,9 @@ struct JUnitCase {
   std::string name;       // the report path
   std::string classname;  // e.g. "torchseal.check"
   bool failed = false;
-  std::string message;    // one line: why it failed
-  std::string details;    // the offending stacks (failure body)
-  std::string output;     // system-out for passing cases
+  std::string message;  // one line: why it failed
+  std::string details;  // the offending stacks (failure body)
+  std::string output;   // system-out for passing cases
 };
 
 std::string junit_xml(const std::string &suite, const std::vector<JUnitCase> &cases);

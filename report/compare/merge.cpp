@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
-#include <numeric>
 #include <nlohmann/json.hpp>
+#include <numeric>
 
-#include "report/render/report_json.h"
 #include "report/analysis/site_match.h"
+#include "report/render/report_json.h"
 
 namespace torchseal {
 namespace {
@@ -178,7 +178,8 @@ MergedReport merge_reports(const std::vector<Report> &inputs) {
   permute(m.leak_ranks, order);
   out.summary.leak_sites = out.leaks.size();
   for (const auto &ranks : m.leak_ranks) m.leak_uniform.push_back(uniform(ranks, inputs.size()));
-  for (const auto &ranks : m.growth_ranks) m.growth_uniform.push_back(uniform(ranks, inputs.size()));
+  for (const auto &ranks : m.growth_ranks)
+    m.growth_uniform.push_back(uniform(ranks, inputs.size()));
   return m;
 }
 

@@ -19,14 +19,14 @@
 namespace torchseal {
 
 struct RankShare {
-  uint64_t bytes = 0;        // leak: leaked bytes; growth: growth_bytes (>= 0)
-  uint64_t allocations = 0;  // leak only
-  double bytes_per_step = 0; // growth only
+  uint64_t bytes = 0;         // leak: leaked bytes; growth: growth_bytes (>= 0)
+  uint64_t allocations = 0;   // leak only
+  double bytes_per_step = 0;  // growth only
 };
 
 struct MergedReport {
-  Report report;                       // keeps the P.json schema
-  std::vector<std::string> labels;     // per input, in input order
+  Report report;                                               // keeps the P.json schema
+  std::vector<std::string> labels;                             // per input, in input order
   std::vector<std::map<std::string, RankShare>> leak_ranks;    // parallel to report.leaks
   std::vector<std::map<std::string, RankShare>> growth_ranks;  // parallel to report.growth
   std::vector<bool> leak_uniform, growth_uniform;

@@ -5,8 +5,8 @@
 
 #include <cstdint>
 
-#include "report/model/event.h"
 #include "report/format/tseal_format.h"
+#include "report/model/event.h"
 
 namespace torchseal::tseal {
 
@@ -21,7 +21,10 @@ struct CodecState {
   int16_t device = -1;
   ApiId api = ApiId::Unknown;
 
-  void reset(uint64_t base_time) { *this = CodecState{}; prev_time = base_time; }
+  void reset(uint64_t base_time) {
+    *this = CodecState{};
+    prev_time = base_time;
+  }
 };
 
 // Appends one event. Times must not decrease within a chunk (one thread).

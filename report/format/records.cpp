@@ -125,8 +125,8 @@ bool PyStacksRecord::decode(ByteReader &r) {
     for (uint64_t k = 0; k < n && r.ok(); ++k) {
       uint64_t fn = r.varint(), file = r.varint(), line = r.varint();
       if (fn > kMaxStringId || file > kMaxStringId) return false;
-      frames.push_back({static_cast<uint32_t>(fn), static_cast<uint32_t>(file),
-                        static_cast<uint32_t>(line)});
+      frames.push_back(
+          {static_cast<uint32_t>(fn), static_cast<uint32_t>(file), static_cast<uint32_t>(line)});
     }
     stacks.emplace_back(id, std::move(frames));
   }
@@ -146,7 +146,8 @@ bool EventsHeader::decode(ByteReader &r) {
   return r.ok();
 }
 
-void append_events_chunk(std::vector<uint8_t> &out, uint32_t tid, const std::vector<Event> &events) {
+void append_events_chunk(std::vector<uint8_t> &out, uint32_t tid,
+                         const std::vector<Event> &events) {
   if (events.empty()) return;
   std::vector<uint8_t> payload;
   ByteWriter w(payload);

@@ -14,9 +14,9 @@
 #include <utility>
 #include <vector>
 
+#include "report/format/tseal_format.h"
 #include "report/model/analysis_input.h"
 #include "report/model/report_model.h"
-#include "report/format/tseal_format.h"
 
 namespace torchseal::tseal {
 
@@ -27,8 +27,8 @@ inline constexpr uint64_t kMaxSymbolFrames = 256;   // inlined levels per IP
 inline constexpr uint64_t kMaxStringId = 1u << 24;  // interned Python strings / labels
 
 struct ProcessRecord {
-  ProcessInfo info;          // end_time is not stored here (see EndRecord)
-  double clock_base = 0;     // unix seconds at CLOCK_MONOTONIC zero
+  ProcessInfo info;       // end_time is not stored here (see EndRecord)
+  double clock_base = 0;  // unix seconds at CLOCK_MONOTONIC zero
 
   void encode(ByteWriter &w) const;
   bool decode(ByteReader &r);

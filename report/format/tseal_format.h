@@ -66,7 +66,9 @@ class ByteWriter {
     }
     out_.push_back(static_cast<uint8_t>(v));
   }
-  void svarint(int64_t v) { varint((static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63)); }
+  void svarint(int64_t v) {
+    varint((static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63));
+  }
   void bytes(const uint8_t *p, size_t n) { out_.insert(out_.end(), p, p + n); }
   void str(std::string_view s) {
     varint(s.size());
@@ -104,7 +106,9 @@ class RawWriter {
     }
     *p_++ = static_cast<uint8_t>(v);
   }
-  void svarint(int64_t v) { varint((static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63)); }
+  void svarint(int64_t v) {
+    varint((static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63));
+  }
   uint8_t *end() const { return p_; }
 
  private:

@@ -24,9 +24,7 @@ struct Mapping {
   }
 };
 
-bool in_bounds(size_t size, uint64_t off, uint64_t len) {
-  return off <= size && len <= size - off;
-}
+bool in_bounds(size_t size, uint64_t off, uint64_t len) { return off <= size && len <= size - off; }
 
 std::string note_build_id(const unsigned char *p, size_t size, uint64_t align) {
   static const char kDigits[] = "0123456789abcdef";
@@ -39,7 +37,8 @@ std::string note_build_id(const unsigned char *p, size_t size, uint64_t align) {
     uint64_t name_off = off + sizeof nh;
     uint64_t desc_off = name_off + pad(nh.n_namesz);
     if (desc_off > size || nh.n_descsz > size - desc_off) break;
-    if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 && std::memcmp(p + name_off, "GNU", 4) == 0) {
+    if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
+        std::memcmp(p + name_off, "GNU", 4) == 0) {
       std::string hex;
       for (uint32_t i = 0; i < nh.n_descsz; ++i) {
         hex.push_back(kDigits[p[desc_off + i] >> 4]);
@@ -93,7 +92,10 @@ ElfSymtab ElfSymtab::load(const std::string &path) {
   int chosen = -1;
   for (size_t i = 0; i < eh.e_shnum; ++i) {
     Elf64_Shdr sh = shdr(i);
-    if (sh.sh_type == SHT_SYMTAB) { chosen = (int)i; break; }
+    if (sh.sh_type == SHT_SYMTAB) {
+      chosen = (int)i;
+      break;
+    }
     if (sh.sh_type == SHT_DYNSYM && chosen < 0) chosen = (int)i;
   }
   if (chosen < 0) return t;

@@ -35,15 +35,25 @@ class Reader {
   bool chunk(Chunk type, const uint8_t *p, size_t n) {
     ByteReader r(p, n);
     switch (type) {
-      case Chunk::Process: return process(r);
-      case Chunk::Modules: return modules(r);
-      case Chunk::Stacks: return stacks(r);
-      case Chunk::PyStacks: return pystacks(r);
-      case Chunk::Events: return events(r);
-      case Chunk::Pass: flush_pass(); return true;
-      case Chunk::Symbols: return symbols(r);
-      case Chunk::End: return end(r);
-      case Chunk::Labels: return labels(r);
+      case Chunk::Process:
+        return process(r);
+      case Chunk::Modules:
+        return modules(r);
+      case Chunk::Stacks:
+        return stacks(r);
+      case Chunk::PyStacks:
+        return pystacks(r);
+      case Chunk::Events:
+        return events(r);
+      case Chunk::Pass:
+        flush_pass();
+        return true;
+      case Chunk::Symbols:
+        return symbols(r);
+      case Chunk::End:
+        return end(r);
+      case Chunk::Labels:
+        return labels(r);
     }
     return true;  // a newer writer's chunk type: skipped (docs/tseal-format.md)
   }
@@ -185,8 +195,7 @@ bool read_history(const std::string &path, HistorySink &sink, std::string &error
   uint32_t version = hr.u32();
   if (version != tseal::kVersion) {
     error = path + " is a torchseal history file of version " + std::to_string(version) +
-            ", which this torchseal (version " + std::to_string(tseal::kVersion) +
-            ") cannot read";
+            ", which this torchseal (version " + std::to_string(tseal::kVersion) + ") cannot read";
     return false;
   }
 
@@ -249,7 +258,8 @@ bool read_history(const std::string &path, HistorySink &sink, std::string &error
     truncated = true;
     warnings.push_back("history file " + path +
                        " is truncated: it has no clean end (the process crashed or was killed); "
-                       "using the " + std::to_string(reader.events()) + " events it holds");
+                       "using the " +
+                       std::to_string(reader.events()) + " events it holds");
   }
   if (stats) {
     stats->bytes = offset;

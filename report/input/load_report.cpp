@@ -3,9 +3,9 @@
 #include <unordered_map>
 
 #include "report/input/history_reader.h"
-#include "report/replay/analysis_replay.h"
-#include "report/render/report_json.h"
 #include "report/input/symbolizer.h"
+#include "report/render/report_json.h"
+#include "report/replay/analysis_replay.h"
 
 namespace torchseal {
 
@@ -32,7 +32,8 @@ bool load_report(const std::string &path, Report &out, std::string &error,
   // The content decides; a .tseal name that is not a history gets the
   // history reader's own "not a torchseal history file" error.
   bool tseal_name = path.size() >= 6 && path.compare(path.size() - 6, 6, ".tseal") == 0;
-  if (tseal_name || looks_like_history(path)) return analyze_history(path, out, error, warnings, opts);
+  if (tseal_name || looks_like_history(path))
+    return analyze_history(path, out, error, warnings, opts);
   return read_report_file(path, out, error);
 }
 

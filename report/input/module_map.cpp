@@ -71,9 +71,9 @@ int collect(struct dl_phdr_info *info, size_t, void *data) {
       lo = std::min<uint64_t>(lo, start);
       hi = std::max<uint64_t>(hi, start + ph.p_memsz);
     } else if (ph.p_type == PT_NOTE && m.build_id.empty()) {
-      m.build_id = build_id_from_note(
-          reinterpret_cast<const unsigned char *>(info->dlpi_addr + ph.p_vaddr), ph.p_memsz,
-          ph.p_align);
+      m.build_id =
+          build_id_from_note(reinterpret_cast<const unsigned char *>(info->dlpi_addr + ph.p_vaddr),
+                             ph.p_memsz, ph.p_align);
     }
   }
   if (lo >= hi) return 0;

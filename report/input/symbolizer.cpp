@@ -43,14 +43,15 @@ struct Symbolizer::Symtabs {
 // Every libdw/libdwfl function we use, resolved with dlsym so the library
 // has no link-time dependency on elfutils. The prototypes come from the
 // installed headers, so a signature mismatch is a compile error.
-#define TORCHSEAL_LIBDW_FUNCTIONS(X)                                                           \
-  X(dwfl_begin) X(dwfl_end) X(dwfl_report_begin) X(dwfl_report_elf) X(dwfl_report_end)         \
-  X(dwfl_addrmodule) X(dwfl_module_addrinfo) X(dwfl_module_getsrc) X(dwfl_lineinfo)            \
-  X(dwfl_module_addrdie) X(dwfl_module_build_id) X(dwfl_build_id_find_elf)                     \
-  X(dwfl_standard_find_debuginfo) X(dwfl_offline_section_address) X(dwarf_getscopes)           \
-  X(dwarf_tag) X(dwarf_attr_integrate) X(dwarf_formstring) X(dwarf_formudata)                  \
-  X(dwarf_getsrcfiles) X(dwarf_filesrc) X(dwarf_getscopes_die) X(dwarf_attr) X(dwarf_formref_die)    \
-  X(dwarf_diename)
+#define TORCHSEAL_LIBDW_FUNCTIONS(X)                                                             \
+  X(dwfl_begin)                                                                                  \
+  X(dwfl_end) X(dwfl_report_begin) X(dwfl_report_elf) X(dwfl_report_end) X(dwfl_addrmodule)      \
+      X(dwfl_module_addrinfo) X(dwfl_module_getsrc) X(dwfl_lineinfo) X(dwfl_module_addrdie)      \
+          X(dwfl_module_build_id) X(dwfl_build_id_find_elf) X(dwfl_standard_find_debuginfo)      \
+              X(dwfl_offline_section_address) X(dwarf_getscopes) X(dwarf_tag)                    \
+                  X(dwarf_attr_integrate) X(dwarf_formstring) X(dwarf_formudata)                 \
+                      X(dwarf_getsrcfiles) X(dwarf_filesrc) X(dwarf_getscopes_die) X(dwarf_attr) \
+                          X(dwarf_formref_die) X(dwarf_diename)
 
 struct Symbolizer::Dwarf {
 #define TORCHSEAL_DECLARE(name) decltype(&::name) name = nullptr;
@@ -70,8 +71,8 @@ struct Symbolizer::Dwarf {
   bool load(const std::vector<Module> &modules) {
     void *h = dlopen("libdw.so.1", RTLD_LAZY | RTLD_LOCAL);
     if (!h) return false;
-#define TORCHSEAL_RESOLVE(name)                                          \
-  name = reinterpret_cast<decltype(&::name)>(dlsym(h, #name));           \
+#define TORCHSEAL_RESOLVE(name)                                \
+  name = reinterpret_cast<decltype(&::name)>(dlsym(h, #name)); \
   if (!name) return false;
     TORCHSEAL_LIBDW_FUNCTIONS(TORCHSEAL_RESOLVE)
 #undef TORCHSEAL_RESOLVE

@@ -20,7 +20,7 @@
 namespace torchseal {
 
 struct SymbolizerOptions {
-  bool use_libdw = true;       // false: force the ELF symbol-table fallback (tests, --no-debuginfo)
+  bool use_libdw = true;  // false: force the ELF symbol-table fallback (tests, --no-debuginfo)
   // true: one frame per inlined call level, innermost first. false: only the
   // innermost level (function and line of the inlined callee).
   bool expand_inlined = true;
@@ -53,8 +53,8 @@ class Symbolizer {
   const std::vector<Module> &modules() const { return modules_; }
 
  private:
-  struct Dwarf;   // libdw state, loaded on first use
-  struct Symtabs; // fallback ELF symbol tables per module
+  struct Dwarf;    // libdw state, loaded on first use
+  struct Symtabs;  // fallback ELF symbol tables per module
 
   std::vector<NativeFrame> resolve(uint64_t ip);
   Dwarf *dwarf();

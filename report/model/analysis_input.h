@@ -15,9 +15,9 @@ namespace torchseal {
 // A loaded object, so raw IPs can be symbolized (in-process or offline).
 struct Module {
   std::string path;
-  uint64_t base = 0;      // load bias (dlpi_addr)
+  uint64_t base = 0;        // load bias (dlpi_addr)
   uint64_t lo = 0, hi = 0;  // absolute [lo, hi) of its PT_LOAD segments
-  std::string build_id;   // hex, may be empty
+  std::string build_id;     // hex, may be empty
 };
 
 struct PyFrame {
@@ -28,8 +28,8 @@ struct PyFrame {
 
 // Interned stacks, indexed by StackId / PyStackId (id 0 = empty stack).
 struct StackStore {
-  std::vector<std::vector<uint64_t>> native;   // raw return addresses, innermost first
-  std::vector<std::vector<PyFrame>> python;    // innermost first
+  std::vector<std::vector<uint64_t>> native;  // raw return addresses, innermost first
+  std::vector<std::vector<PyFrame>> python;   // innermost first
 };
 
 // One allocation that is still live (or was live at a teardown).
@@ -81,14 +81,14 @@ struct OomRecord {
   ApiId api = ApiId::Unknown;
   uint64_t requested = 0;
   int16_t device = -1;
-  uint64_t live_bytes = 0;                   // live bytes at the moment of the OOM
+  uint64_t live_bytes = 0;  // live bytes at the moment of the OOM
   StackId stack = 0;
   PyStackId pystack = 0;
-  std::vector<LiveAlloc> live_at_oom;        // snapshot used for top_sites
+  std::vector<LiveAlloc> live_at_oom;  // snapshot used for top_sites
   // The same thread's retry of the request succeeded (the caching allocator
   // freed its cache and tried again): the program never saw this OOM.
   bool recovered = false;
-  std::vector<Holder> holders;               // from the first safe point after it
+  std::vector<Holder> holders;  // from the first safe point after it
 };
 
 struct InvalidFree {
@@ -111,27 +111,27 @@ struct SiteSample {
 };
 
 struct StepSample {
-  uint64_t step = 0;        // 1-based step number
-  uint64_t time_ns = 0;     // CLOCK_MONOTONIC at the boundary
+  uint64_t step = 0;              // 1-based step number
+  uint64_t time_ns = 0;           // CLOCK_MONOTONIC at the boundary
   std::vector<SiteSample> sites;  // only sites with live bytes > 0
 };
 
 struct ProcessInfo {
   int64_t pid = 0;
   std::vector<std::string> argv;
-  int64_t rank = -1;       // -1 = no rank
+  int64_t rank = -1;  // -1 = no rank
   std::string hostname;
-  double start_time = 0;   // unix seconds
+  double start_time = 0;  // unix seconds
   double end_time = 0;
   std::string backend = "hooks";
-  std::string python;      // e.g. "3.12.1", empty when no Python
+  std::string python;  // e.g. "3.12.1", empty when no Python
 };
 
 // A user mark (torchseal_mark), read from a history file.
 struct Mark {
-  double time = 0;     // unix seconds
+  double time = 0;  // unix seconds
   std::string label;
-  uint32_t thread = 0; // kernel thread id
+  uint32_t thread = 0;  // kernel thread id
 };
 
 struct AnalysisInput {
@@ -139,17 +139,17 @@ struct AnalysisInput {
   ProcessInfo process;
   std::vector<Module> modules;
   StackStore stacks;
-  std::vector<LiveAlloc> live;             // live at exit (+ teardown leaks, flagged)
+  std::vector<LiveAlloc> live;  // live at exit (+ teardown leaks, flagged)
   std::vector<OomRecord> ooms;
   std::vector<InvalidFree> invalid_frees;
   uint64_t peak_bytes = 0;
-  uint64_t events = 0;                     // alloc + free events incl. OOMs and invalid frees
+  uint64_t events = 0;  // alloc + free events incl. OOMs and invalid frees
   double seconds_in_torchseal = 0;
-  bool torch_caching_allocator = false;    // live memory at exit is cached, not leaked
-  bool torch_process = false;              // PyTorch's CUDA library is loaded (any mode)
-  std::vector<StepSample> steps;           // one per step boundary, oldest first
-  std::vector<Mark> marks;                 // oldest first (history files only)
-  HolderScan holders;                      // Python processes: who holds the live memory
+  bool torch_caching_allocator = false;  // live memory at exit is cached, not leaked
+  bool torch_process = false;            // PyTorch's CUDA library is loaded (any mode)
+  std::vector<StepSample> steps;         // one per step boundary, oldest first
+  std::vector<Mark> marks;               // oldest first (history files only)
+  HolderScan holders;                    // Python processes: who holds the live memory
 };
 
 }  // namespace torchseal

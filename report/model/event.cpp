@@ -11,19 +11,25 @@ ApiId api_from_name(std::string_view name) {
 
 std::string_view family_name(Family f) {
   switch (f) {
-    case Family::Device: return "device";
-    case Family::StreamOrdered: return "stream-ordered";
-    case Family::Managed: return "managed";
-    case Family::HostPinned: return "host-pinned";
-    case Family::Vmm: return "vmm";
-    case Family::None: break;
+    case Family::Device:
+      return "device";
+    case Family::StreamOrdered:
+      return "stream-ordered";
+    case Family::Managed:
+      return "managed";
+    case Family::HostPinned:
+      return "host-pinned";
+    case Family::Vmm:
+      return "vmm";
+    case Family::None:
+      break;
   }
   return "none";
 }
 
 bool family_from_name(std::string_view s, Family &out) {
-  for (Family f : {Family::Device, Family::StreamOrdered, Family::Managed, Family::HostPinned,
-                   Family::Vmm}) {
+  for (Family f :
+       {Family::Device, Family::StreamOrdered, Family::Managed, Family::HostPinned, Family::Vmm}) {
     if (family_name(f) == s) {
       out = f;
       return true;

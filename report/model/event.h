@@ -36,7 +36,8 @@ inline constexpr ApiInfo kApiTable[] = {
 // id must be below ApiId::Count: Unknown has no row.
 constexpr const ApiInfo &api_info(ApiId id) { return kApiTable[static_cast<uint16_t>(id)]; }
 constexpr std::string_view api_name(ApiId id) {
-  return id < ApiId::Count ? kApiTable[static_cast<uint16_t>(id)].name : std::string_view("unknown");
+  return id < ApiId::Count ? kApiTable[static_cast<uint16_t>(id)].name
+                           : std::string_view("unknown");
 }
 ApiId api_from_name(std::string_view name);  // ApiId::Unknown if not in the table
 
@@ -63,22 +64,22 @@ enum class Op : uint8_t {
 // when the program marks no steps) set this bit.
 inline constexpr uint64_t kWindowStepBit = 1ull << 63;
 
-using StackId = uint32_t;  // interned native stack; 0 = none
+using StackId = uint32_t;    // interned native stack; 0 = none
 using PyStackId = uint32_t;  // interned Python stack; 0 = none
 
 // One allocator event. 48 bytes; the history file encodes it far more compactly.
 struct Event {
-  uint64_t time_ns;   // CLOCK_MONOTONIC
-  uint64_t addr;      // device/host pointer, or VMM handle for cuMemCreate/Release
-  uint64_t size;      // bytes (requested bytes for OomFail)
-  uint64_t stream;    // CUstream/cudaStream_t value, 0 for legacy default
+  uint64_t time_ns;  // CLOCK_MONOTONIC
+  uint64_t addr;     // device/host pointer, or VMM handle for cuMemCreate/Release
+  uint64_t size;     // bytes (requested bytes for OomFail)
+  uint64_t stream;   // CUstream/cudaStream_t value, 0 for legacy default
   StackId stack;
   PyStackId pystack;
-  uint32_t tid;       // kernel thread id
-  ApiId api;          // user-facing API (runtime name if a runtime call was hooked)
+  uint32_t tid;  // kernel thread id
+  ApiId api;     // user-facing API (runtime name if a runtime call was hooked)
   Op op;
   Family family;
-  int16_t device;     // -1 if unknown
+  int16_t device;  // -1 if unknown
   uint16_t pad = 0;
   uint32_t context = 0;  // small context id (0 = unknown / primary)
 };

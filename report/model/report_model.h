@@ -53,9 +53,9 @@ struct Summary {
 };
 
 struct LeakEntry {
-  std::string kind;         // family_name(): device | stream-ordered | managed | host-pinned | vmm
+  std::string kind;  // family_name(): device | stream-ordered | managed | host-pinned | vmm
   std::string api;
-  int device = -1;          // -1 = unknown (JSON null)
+  int device = -1;  // -1 = unknown (JSON null)
   uint64_t bytes = 0;
   uint64_t allocations = 0;
   std::string detected_at = "exit";  // exit | context-teardown
@@ -93,7 +93,7 @@ struct OomEntry {
   std::vector<PythonFrame> python_frames;
   std::vector<SiteTotal> top_sites;  // bytes descending
   std::optional<Hint> hint;
-  bool recovered = false;            // the retry succeeded; no dump, not counted
+  bool recovered = false;  // the retry succeeded; no dump, not counted
   std::vector<Holder> holders;
 };
 
@@ -128,7 +128,7 @@ struct Report {
   std::vector<OomEntry> ooms;
   std::vector<InvalidFreeEntry> invalid_frees;
   std::vector<SuppressionUse> suppressions_used;  // file order of first use
-  std::vector<Mark> marks;                         // oldest first; from history files
+  std::vector<Mark> marks;                        // oldest first; from history files
 };
 
 }  // namespace torchseal

@@ -1,5 +1,6 @@
 #include "report/render/export_memory_viz.h"
 
+#include <unistd.h>
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -8,12 +9,11 @@
 #include <map>
 #include <memory>
 #include <unordered_map>
-#include <unistd.h>
 
-#include "report/render/pickle_writer.h"
-#include "report/replay/replay.h"
 #include "report/analysis/site.h"
 #include "report/input/symbolizer.h"
+#include "report/render/pickle_writer.h"
+#include "report/replay/replay.h"
 
 namespace torchseal {
 namespace {
@@ -42,30 +42,81 @@ void progress_trampoline(uint64_t done, uint64_t total) {
 // the first kTraceKeys, so each device's scope can reserve them below 256 and
 // reference them with 2-byte BINGETs.
 enum Key : int {
-  kAction, kAddr, kSize, kStream, kTimeUs, kFrames, kDeviceFree, kFilename, kLine, kName,
-  kVAlloc, kVFreeRequested, kVFreeCompleted, kVSegmentAlloc, kVSegmentFree, kVOom,
+  kAction,
+  kAddr,
+  kSize,
+  kStream,
+  kTimeUs,
+  kFrames,
+  kDeviceFree,
+  kFilename,
+  kLine,
+  kName,
+  kVAlloc,
+  kVFreeRequested,
+  kVFreeCompleted,
+  kVSegmentAlloc,
+  kVSegmentFree,
+  kVOom,
   kTraceKeys,  // --- below: segments only
-  kDevice = kTraceKeys, kAddress, kTotalSize, kSegmentType, kAllocatedSize, kActiveSize,
-  kRequestedSize, kBlocks, kState, kVLarge, kVActiveAllocated,
+  kDevice = kTraceKeys,
+  kAddress,
+  kTotalSize,
+  kSegmentType,
+  kAllocatedSize,
+  kActiveSize,
+  kRequestedSize,
+  kBlocks,
+  kState,
+  kVLarge,
+  kVActiveAllocated,
   kNumKeys
 };
-constexpr const char *kKeyText[kNumKeys] = {
-    "action", "addr", "size", "stream", "time_us", "frames", "device_free", "filename", "line",
-    "name", "alloc", "free_requested", "free_completed", "segment_alloc", "segment_free", "oom",
-    "device", "address", "total_size", "segment_type", "allocated_size", "active_size",
-    "requested_size", "blocks", "state", "large", "active_allocated"};
+constexpr const char *kKeyText[kNumKeys] = {"action",
+                                            "addr",
+                                            "size",
+                                            "stream",
+                                            "time_us",
+                                            "frames",
+                                            "device_free",
+                                            "filename",
+                                            "line",
+                                            "name",
+                                            "alloc",
+                                            "free_requested",
+                                            "free_completed",
+                                            "segment_alloc",
+                                            "segment_free",
+                                            "oom",
+                                            "device",
+                                            "address",
+                                            "total_size",
+                                            "segment_type",
+                                            "allocated_size",
+                                            "active_size",
+                                            "requested_size",
+                                            "blocks",
+                                            "state",
+                                            "large",
+                                            "active_allocated"};
 static_assert(kTraceKeys == 16);
 constexpr int kReservedScopes = 256 / kTraceKeys;  // devices 0..15 get 2-byte key GETs
 
 enum class Action : uint8_t { SegmentAlloc, Alloc, FreeRequested, FreeCompleted, SegmentFree, Oom };
 Key action_key(Action a) {
   switch (a) {
-    case Action::SegmentAlloc: return kVSegmentAlloc;
-    case Action::Alloc: return kVAlloc;
-    case Action::FreeRequested: return kVFreeRequested;
-    case Action::FreeCompleted: return kVFreeCompleted;
-    case Action::SegmentFree: return kVSegmentFree;
-    case Action::Oom: return kVOom;
+    case Action::SegmentAlloc:
+      return kVSegmentAlloc;
+    case Action::Alloc:
+      return kVAlloc;
+    case Action::FreeRequested:
+      return kVFreeRequested;
+    case Action::FreeCompleted:
+      return kVFreeCompleted;
+    case Action::SegmentFree:
+      return kVSegmentFree;
+    case Action::Oom:
+      return kVOom;
   }
   return kVAlloc;
 }
@@ -511,10 +562,17 @@ class VizObserver : public ReplayObserver {
     switch (e.op) {
       case Op::Alloc:
       case Op::Free:
-      case Op::Teardown: ++events_; break;
-      case Op::OomFail: oom(e); break;
-      case Op::Mark: mark(e); break;
-      default: break;  // invalid frees change nothing; VMM ranges, steps: not shown
+      case Op::Teardown:
+        ++events_;
+        break;
+      case Op::OomFail:
+        oom(e);
+        break;
+      case Op::Mark:
+        mark(e);
+        break;
+      default:
+        break;  // invalid frees change nothing; VMM ranges, steps: not shown
     }
   }
 

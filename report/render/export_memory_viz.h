@@ -66,20 +66,20 @@ struct TimeBound {
 };
 
 struct MemoryVizOptions {
-  int device = -1;            // only this device (-1 = all)
-  TimeBound since, until;     // window of trace entries; segments = state at `until`
-  uint64_t max_entries = 0;   // keep at most the newest N trace entries (0 = all)
+  int device = -1;           // only this device (-1 = all)
+  TimeBound since, until;    // window of trace entries; segments = state at `until`
+  uint64_t max_entries = 0;  // keep at most the newest N trace entries (0 = all)
   // Progress over the whole export (both passes): done and total bytes of
   // history read. May be empty.
   std::function<void(uint64_t, uint64_t)> progress;
 };
 
 struct ExportStats {
-  uint64_t events = 0;         // history events read (one pass)
-  uint64_t entries = 0;        // trace entries / trace events written
-  uint64_t segments = 0;       // memory-viz: final segments
-  int devices = 0;             // memory-viz: lists in device_traces
-  uint64_t bytes = 0;          // output file size
+  uint64_t events = 0;    // history events read (one pass)
+  uint64_t entries = 0;   // trace entries / trace events written
+  uint64_t segments = 0;  // memory-viz: final segments
+  int devices = 0;        // memory-viz: lists in device_traces
+  uint64_t bytes = 0;     // output file size
 };
 
 // Writes `out_path`. False with a one-line `error` if the history is unusable

@@ -22,10 +22,18 @@ std::string json_string(std::string_view s) {
   std::string clean = sanitize_utf8(s), out = "\"";
   for (char c : clean) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           char buf[8];
@@ -45,8 +53,10 @@ std::string human_bytes(uint64_t n) {
   int u = 0;
   while (v >= 1024 && u < 4) v /= 1024, ++u;
   char buf[32];
-  if (u == 0) std::snprintf(buf, sizeof buf, "%" PRIu64 " B", n);
-  else std::snprintf(buf, sizeof buf, "%.1f %s", v, kUnits[u]);
+  if (u == 0)
+    std::snprintf(buf, sizeof buf, "%" PRIu64 " B", n);
+  else
+    std::snprintf(buf, sizeof buf, "%.1f %s", v, kUnits[u]);
   return buf;
 }
 
@@ -65,8 +75,9 @@ class PerfettoSink : public ReplayObserver {
     if (!p.argv.empty()) name += ": " + p.argv[0];
     name += " (pid " + std::to_string(p.pid) + ")";
     begin();
-    std::fprintf(f_, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%" PRId64
-                     ",\"tid\":0,\"args\":{\"name\":%s}}",
+    std::fprintf(f_,
+                 "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%" PRId64
+                 ",\"tid\":0,\"args\":{\"name\":%s}}",
                  pid_, json_string(name).c_str());
   }
 
@@ -79,18 +90,20 @@ class PerfettoSink : public ReplayObserver {
     last_ = std::max(last_, e.time_ns);
     switch (e.op) {
       case Op::OomFail:
-        instant(e, "OOM " + std::string(api_name(e.api)) + " " + human_bytes(e.size) + " on " +
-                       device_label(e.device),
-                "\"requested\":" + std::to_string(e.size) +
-                    ",\"device\":" + std::to_string(e.device));
+        instant(
+            e,
+            "OOM " + std::string(api_name(e.api)) + " " + human_bytes(e.size) + " on " +
+                device_label(e.device),
+            "\"requested\":" + std::to_string(e.size) + ",\"device\":" + std::to_string(e.device));
         break;
       case Op::InvalidFree:
         instant(e, "invalid free " + std::string(api_name(e.api)) + " " + hex(e.addr),
                 "\"address\":\"" + hex(e.addr) + "\"");
         break;
       case Op::Teardown:
-        instant(e, "teardown " + std::string(api_name(e.api)) + " " + device_label(e.device),
-                "\"device\":" + std::to_string(e.device) + ",\"context\":" + std::to_string(e.context));
+        instant(
+            e, "teardown " + std::string(api_name(e.api)) + " " + device_label(e.device),
+            "\"device\":" + std::to_string(e.device) + ",\"context\":" + std::to_string(e.context));
         break;
       case Op::Step: {
         // Without explicit steps the shim closes time windows instead.
@@ -105,7 +118,8 @@ class PerfettoSink : public ReplayObserver {
         instant(e, "mark " + label, "\"label\":" + json_string(label));
         break;
       }
-      default: break;  // allocations below; VMM map/unmap/reserve: address space, not memory
+      default:
+        break;  // allocations below; VMM map/unmap/reserve: address space, not memory
     }
   }
 
@@ -120,10 +134,9 @@ class PerfettoSink : public ReplayObserver {
                  "\",\"ts\":%s,\"pid\":%" PRId64
                  ",\"tid\":%u,\"args\":{\"address\":\"%s\",\"size\":%" PRIu64
                  ",\"device\":%d,\"kind\":\"%s\",\"api\":\"%s\",\"stack\":%u}}",
-                 json_string(slice_name(e)).c_str(), slice_id, ts(e.time_ns).c_str(), pid_,
-                 e.tid, hex(e.addr).c_str(), e.size, e.device,
-                 std::string(family_name(e.family)).c_str(), std::string(api_name(e.api)).c_str(),
-                 e.stack);
+                 json_string(slice_name(e)).c_str(), slice_id, ts(e.time_ns).c_str(), pid_, e.tid,
+                 hex(e.addr).c_str(), e.size, e.device, std::string(family_name(e.family)).c_str(),
+                 std::string(api_name(e.api)).c_str(), e.stack);
     return slice_id;
   }
 

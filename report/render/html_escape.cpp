@@ -11,13 +11,24 @@ std::string markup_escape(std::string_view s, const char *apos, std::string_view
   out.reserve(s.size() + s.size() / 8);
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += apos; break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += apos;
+        break;
       default:
-        if ((static_cast<unsigned char>(c) < 0x20 && keep_controls.find(c) == std::string_view::npos) ||
+        if ((static_cast<unsigned char>(c) < 0x20 &&
+             keep_controls.find(c) == std::string_view::npos) ||
             (replace_del && c == 0x7f)) {
           out += '?';
         } else {

@@ -101,7 +101,8 @@ Path python_path(const LeakEntry &l) {
     size_t j = i;
     while (j < steps.size() && steps[j].folded) ++j;
     if (j - i >= 2) {
-      path.emplace_back(folded_label(j - i), steps[i].node.first + " .. " + steps[j - 1].node.first);
+      path.emplace_back(folded_label(j - i),
+                        steps[i].node.first + " .. " + steps[j - 1].node.first);
       i = j;
     } else {
       path.push_back(steps[i].node);
@@ -121,9 +122,10 @@ void draw(const Node &n, double x, double w, int depth, uint64_t total, std::str
   std::string title = n.label + (n.where.empty() ? "" : " (" + n.where + ")") + ": " +
                       html_bytes(n.bytes) + html_format(", %.1f%%, ", pct) +
                       std::to_string(n.allocations) + " allocation(s)";
-  out += html_format("<g><title>%s</title><rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" "
-                     "height=\"%.1f\" fill=\"%s\"/>",
-                     html_escape(title).c_str(), x, y, w, kRow - 1, fill);
+  out += html_format(
+      "<g><title>%s</title><rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" "
+      "height=\"%.1f\" fill=\"%s\"/>",
+      html_escape(title).c_str(), x, y, w, kRow - 1, fill);
   size_t chars = static_cast<size_t>(w / 6.5);
   if (chars >= 3) {
     std::string text = n.label;
@@ -174,9 +176,10 @@ std::string flame_html(const std::vector<LeakEntry> &leaks, bool python_process)
     for (auto &c : n->children) stack.push_back(c.get());
   }
   int depth = depth_of(root);
-  std::string out = html_format("<svg class=\"flame\" viewBox=\"0 0 %.0f %.0f\" role=\"img\" "
-                                "aria-label=\"flame graph of leaked bytes\">\n",
-                                kWidth, depth * kRow);
+  std::string out = html_format(
+      "<svg class=\"flame\" viewBox=\"0 0 %.0f %.0f\" role=\"img\" "
+      "aria-label=\"flame graph of leaked bytes\">\n",
+      kWidth, depth * kRow);
   draw(root, 0, kWidth, 0, root.bytes, out);
   out += "</svg>\n";
   return out;

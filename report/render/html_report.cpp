@@ -5,9 +5,9 @@
 #include <cmath>
 
 #include "report/analysis/shown_frames.h"
+#include "report/analysis/site_match.h"
 #include "report/render/html_escape.h"
 #include "report/render/html_flame.h"
-#include "report/analysis/site_match.h"
 
 namespace torchseal {
 namespace {
@@ -75,8 +75,9 @@ std::string value_attr(size_t n) { return " value=\"" + std::to_string(n) + "\""
 std::string stack_details(const std::vector<NativeFrame> &frames,
                           const std::vector<PythonFrame> &py, bool python_process) {
   if (frames.empty() && py.empty()) return "<span class=\"note\">no stack recorded</span>";
-  std::string s = html_format("<details><summary>%zu frame(s)</summary><ol class=\"stack\" start=\"0\">",
-                              frames.size() + py.size());
+  std::string s =
+      html_format("<details><summary>%zu frame(s)</summary><ol class=\"stack\" start=\"0\">",
+                  frames.size() + py.size());
   if (!python_process) {
     for (const PythonFrame &f : py) s += python_li(f, "py", "");
     for (const NativeFrame &f : frames) s += native_li(f, "");
@@ -127,15 +128,15 @@ std::string header(const HtmlReportInput &in) {
                  (p.rank >= 0 ? ", rank " + std::to_string(p.rank) : ""));
   row("backend", esc(p.backend) + (p.python.empty() ? "" : ", Python " + esc(p.python)));
   row("trigger", esc(r.trigger));
-  row("leaked", "<b>" + html_bytes(s.leaked_bytes) + "</b> (" + u64(s.leaked_bytes) + " bytes) in " +
-                    u64(s.leaked_allocations) + " allocation(s) at " + u64(s.leak_sites) +
-                    " site(s)");
+  row("leaked", "<b>" + html_bytes(s.leaked_bytes) + "</b> (" + u64(s.leaked_bytes) +
+                    " bytes) in " + u64(s.leaked_allocations) + " allocation(s) at " +
+                    u64(s.leak_sites) + " site(s)");
   row("peak live", html_bytes(s.peak_bytes));
   row("events", u64(s.events));
   if (s.suppressed_bytes) row("suppressed", html_bytes(s.suppressed_bytes));
   if (s.cached_bytes) row("cached (not leaked)", html_bytes(s.cached_bytes));
-  row("growth sites / OOMs / invalid frees", u64(r.growth.size()) + " / " + u64(r.ooms.size()) +
-                                                 " / " + u64(r.invalid_frees.size()));
+  row("growth sites / OOMs / invalid frees",
+      u64(r.growth.size()) + " / " + u64(r.ooms.size()) + " / " + u64(r.invalid_frees.size()));
   return h + "</table>\n";
 }
 
@@ -153,7 +154,8 @@ std::string leaks_table(const Report &r) {
          device_str(l->device) + "</td><td class=\"num\" title=\"" + u64(l->bytes) + " bytes\">" +
          html_bytes(l->bytes) + "</td><td class=\"num\">" + u64(l->allocations) + "</td><td>" +
          esc(l->detected_at) + "</td><td>" + user_frame_cell(l->frames, l->python_frames) +
-         "</td><td>" + stack_details(l->frames, l->python_frames, is_python_site(r, l->python_frames)) +
+         "</td><td>" +
+         stack_details(l->frames, l->python_frames, is_python_site(r, l->python_frames)) +
          "</td></tr>\n";
   }
   return h + "</table>\n";
@@ -167,10 +169,11 @@ std::string sparkline(const GrowthEntry &g) {
   double top = std::max(std::fabs(end), 1.0);
   auto y = [&](double v) { return h - 2 - (v / top) * (h - 4) * (end >= 0 ? 1 : -1); };
   double y0 = end >= 0 ? y(0) : 2, y1 = end >= 0 ? y(end) : h - 2;
-  return html_format("<svg class=\"spark\" viewBox=\"0 0 %.0f %.0f\"><title>fitted: %.0f "
-                     "bytes/step over %.0f steps</title><polyline points=\"0,%.1f %.0f,%.1f\"/>"
-                     "</svg>",
-                     w, h, g.bytes_per_step, steps, y0, w, y1);
+  return html_format(
+      "<svg class=\"spark\" viewBox=\"0 0 %.0f %.0f\"><title>fitted: %.0f "
+      "bytes/step over %.0f steps</title><polyline points=\"0,%.1f %.0f,%.1f\"/>"
+      "</svg>",
+      w, h, g.bytes_per_step, steps, y0, w, y1);
 }
 
 std::string growth_table(const Report &r) {
@@ -186,11 +189,13 @@ std::string growth_table(const Report &r) {
          "</td><td class=\"num\">" + u64(g.steps) + "</td><td class=\"num\">" +
          html_format("%.3f", g.r) + "</td><td>" + esc(g.kind) + "</td><td><code>" + esc(g.api) +
          "</code></td><td>" + user_frame_cell(g.frames, g.python_frames) + hint_html(g.hint) +
-         "</td><td>" + stack_details(g.frames, g.python_frames, is_python_site(r, g.python_frames)) +
+         "</td><td>" +
+         stack_details(g.frames, g.python_frames, is_python_site(r, g.python_frames)) +
          "</td></tr>\n";
   }
-  return h + "</table>\n<p class=\"note\">Sparklines draw the fitted line "
-             "(bytes/step &times; step), not measured samples.</p>\n";
+  return h +
+         "</table>\n<p class=\"note\">Sparklines draw the fitted line "
+         "(bytes/step &times; step), not measured samples.</p>\n";
 }
 
 std::string errors_tables(const Report &r) {
@@ -241,7 +246,8 @@ std::string render_html_report(const HtmlReportInput &in) {
     h += "<p class=\"note\" id=\"no-timeline\">" + esc(in.no_timeline) + "</p>\n";
   }
   h += "<h2>Leaks (" + u64(r.leaks.size()) + ")</h2>\n" + leaks_table(r);
-  h += "<h2>Leaked bytes by stack (flame graph, root on top)</h2>\n" + flame_html(r.leaks, !r.process.python.empty());
+  h += "<h2>Leaked bytes by stack (flame graph, root on top)</h2>\n" +
+       flame_html(r.leaks, !r.process.python.empty());
   h += "<h2>Growing sites (" + u64(r.growth.size()) + ")</h2>\n" + growth_table(r);
   h += errors_tables(r);
   h += "</body></html>\n";

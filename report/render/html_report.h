@@ -5,8 +5,8 @@
 
 #include <string>
 
-#include "report/render/html_timeline.h"
 #include "report/model/report_model.h"
+#include "report/render/html_timeline.h"
 
 namespace torchseal {
 

@@ -24,11 +24,20 @@ class TimelineSink : public ReplayObserver {
     }
     t_.t_end = std::max(t_.t_end, e.time_ns);
     switch (e.op) {
-      case Op::Teardown: marker(e, e.device < 0 ? 0 : static_cast<uint64_t>(e.device)); break;
-      case Op::Step: marker(e, e.size & ~kWindowStepBit); break;
-      case Op::OomFail: marker(e, e.size); break;
-      case Op::Mark: marker(e, e.size, replay_->label(e.size)); break;
-      default: break;  // allocations below; VMM map/unmap/reserve: address space, not memory
+      case Op::Teardown:
+        marker(e, e.device < 0 ? 0 : static_cast<uint64_t>(e.device));
+        break;
+      case Op::Step:
+        marker(e, e.size & ~kWindowStepBit);
+        break;
+      case Op::OomFail:
+        marker(e, e.size);
+        break;
+      case Op::Mark:
+        marker(e, e.size, replay_->label(e.size));
+        break;
+      default:
+        break;  // allocations below; VMM map/unmap/reserve: address space, not memory
     }
   }
 
@@ -176,21 +185,24 @@ std::string timeline_html(const Timeline &t) {
     return kTop + plot_h - static_cast<double>(v) / static_cast<double>(peak) * plot_h;
   };
 
-  h += html_format("<svg class=\"timeline\" viewBox=\"0 0 %.0f %.0f\" role=\"img\" "
-                   "aria-label=\"live bytes over time\">\n",
-                   kW, kH);
+  h += html_format(
+      "<svg class=\"timeline\" viewBox=\"0 0 %.0f %.0f\" role=\"img\" "
+      "aria-label=\"live bytes over time\">\n",
+      kW, kH);
   // Axes and grid: 4 horizontal lines, 5 time ticks.
   for (int i = 0; i <= 4; ++i) {
     uint64_t v = peak / 4 * static_cast<uint64_t>(i);
     double y = y_of(v);
-    h += html_format("<line class=\"grid\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>"
-                     "<text class=\"axis\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
-                     kLeft, y, kLeft + plot_w, y, kLeft - 4, y + 4, html_bytes(v).c_str());
+    h += html_format(
+        "<line class=\"grid\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>"
+        "<text class=\"axis\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
+        kLeft, y, kLeft + plot_w, y, kLeft - 4, y + 4, html_bytes(v).c_str());
   }
   for (int i = 0; i <= 5; ++i) {
     double x = kLeft + plot_w * i / 5;
-    h += html_format("<text class=\"axis\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n",
-                     x, kH - 10, seconds(span_s * i / 5).c_str());
+    h +=
+        html_format("<text class=\"axis\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n",
+                    x, kH - 10, seconds(span_s * i / 5).c_str());
   }
   // Markers under the lines.
   for (const TimelineMarker &m : t.markers) {
@@ -198,10 +210,12 @@ std::string timeline_html(const Timeline &t) {
     const char *cls = "step";
     std::string title;
     std::string n = m.count > 1 ? html_format(" (%llu in this interval)",
-                                               static_cast<unsigned long long>(m.count))
+                                              static_cast<unsigned long long>(m.count))
                                 : std::string();
     switch (m.op) {
-      case Op::Step: title = "step " + std::to_string(m.value) + n; break;
+      case Op::Step:
+        title = "step " + std::to_string(m.value) + n;
+        break;
       case Op::OomFail:
         cls = "oom";
         title = "OOM: " + html_bytes(m.value) + " requested" + n;
@@ -215,12 +229,11 @@ std::string timeline_html(const Timeline &t) {
         title = "context teardown, device " + std::to_string(m.value) + n;
         break;
     }
-    h += html_format("<line class=\"m-%s\" x1=\"%.1f\" y1=\"%.0f\" x2=\"%.1f\" y2=\"%.0f\">"
-                     "<title>%s at %s</title></line>\n",
-                     cls, x, kTop, x, kTop + plot_h, html_escape(title).c_str(),
-                     seconds(static_cast<double>(m.bucket) * static_cast<double>(t.bucket_ns) /
-                             1e9)
-                         .c_str());
+    h += html_format(
+        "<line class=\"m-%s\" x1=\"%.1f\" y1=\"%.0f\" x2=\"%.1f\" y2=\"%.0f\">"
+        "<title>%s at %s</title></line>\n",
+        cls, x, kTop, x, kTop + plot_h, html_escape(title).c_str(),
+        seconds(static_cast<double>(m.bucket) * static_cast<double>(t.bucket_ns) / 1e9).c_str());
   }
   // One step line per series: rise to the bucket's max, end at its last value.
   std::string legend;
@@ -237,22 +250,25 @@ std::string timeline_html(const Timeline &t) {
       prev = p.last;
     }
     pts += html_format(" %.1f,%.1f", kLeft + plot_w, y_of(prev));
-    h += html_format("<polyline class=\"series\" stroke=\"%s\" points=\"%s\">"
-                     "<title>%s: peak %s</title></polyline>\n",
-                     color, pts.c_str(), html_escape(name).c_str(), html_bytes(s.peak).c_str());
-    legend += html_format("<span class=\"key\"><i style=\"background:%s\"></i>%s (peak %s)</span>\n",
-                          color, html_escape(name).c_str(), html_bytes(s.peak).c_str());
+    h += html_format(
+        "<polyline class=\"series\" stroke=\"%s\" points=\"%s\">"
+        "<title>%s: peak %s</title></polyline>\n",
+        color, pts.c_str(), html_escape(name).c_str(), html_bytes(s.peak).c_str());
+    legend +=
+        html_format("<span class=\"key\"><i style=\"background:%s\"></i>%s (peak %s)</span>\n",
+                    color, html_escape(name).c_str(), html_bytes(s.peak).c_str());
   }
   h += "</svg>\n<div class=\"legend\">" + legend +
        "<span class=\"key\"><i class=\"k-step\"></i>step</span>"
        "<span class=\"key\"><i class=\"k-oom\"></i>OOM</span>"
        "<span class=\"key\"><i class=\"k-mark\"></i>mark</span>"
        "<span class=\"key\"><i class=\"k-teardown\"></i>teardown</span></div>\n";
-  h += html_format("<p class=\"note\">%llu events over %s, %.0f buckets of %s each (max per "
-                   "bucket shown).</p>\n",
-                   static_cast<unsigned long long>(t.events), seconds(span_s).c_str(), nb,
-                   t.bucket_ns >= 1000000 ? html_format("%.3g ms", t.bucket_ns / 1e6).c_str()
-                                          : html_format("%.3g us", t.bucket_ns / 1e3).c_str());
+  h += html_format(
+      "<p class=\"note\">%llu events over %s, %.0f buckets of %s each (max per "
+      "bucket shown).</p>\n",
+      static_cast<unsigned long long>(t.events), seconds(span_s).c_str(), nb,
+      t.bucket_ns >= 1000000 ? html_format("%.3g ms", t.bucket_ns / 1e6).c_str()
+                             : html_format("%.3g us", t.bucket_ns / 1e3).c_str());
   return h;
 }
 

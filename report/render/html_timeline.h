@@ -29,10 +29,10 @@ struct TimelineSeries {
 
 struct TimelineMarker {
   uint64_t bucket = 0;
-  Op op = Op::Step;     // Step, OomFail, Mark or Teardown
-  uint64_t count = 0;   // events of this op merged into the bucket
-  uint64_t value = 0;   // last step number / mark label id / OOM request size
-  std::string label;    // Mark: the labels of the marks merged into the bucket
+  Op op = Op::Step;    // Step, OomFail, Mark or Teardown
+  uint64_t count = 0;  // events of this op merged into the bucket
+  uint64_t value = 0;  // last step number / mark label id / OOM request size
+  std::string label;   // Mark: the labels of the marks merged into the bucket
 };
 
 struct Timeline {

@@ -13,9 +13,11 @@ namespace torchseal {
 // directory created O_CREAT|O_EXCL|O_NOFOLLOW|O_CLOEXEC, then rename(2).
 // A symlink already at `path` is refused, never followed. Returns false with
 // a one-line `error` naming the path; never throws.
-bool write_file_safely(const std::string &path, const std::string &content, std::string &error) noexcept;
+bool write_file_safely(const std::string &path, const std::string &content,
+                       std::string &error) noexcept;
 
 // P.json then P.txt for prefix P. Never throws.
-bool write_report_files(const std::string &prefix, const Report &report, std::string &error) noexcept;
+bool write_report_files(const std::string &prefix, const Report &report,
+                        std::string &error) noexcept;
 
 }  // namespace torchseal

@@ -51,7 +51,7 @@ class PickleWriter {
   void integer(int64_t v);
   void integer(uint64_t v);
   void integer(int v) { integer(static_cast<int64_t>(v)); }
-  void floating(double v);      // BINFLOAT (big-endian IEEE 754)
+  void floating(double v);  // BINFLOAT (big-endian IEEE 754)
   // SHORT_BINUNICODE / BINUNICODE of sanitize_utf8(s).
   void string(std::string_view s);
   // Memo: PUT stores the top of the stack at `index`; GET pushes it again.

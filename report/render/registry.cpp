@@ -78,8 +78,8 @@ bool perfetto(const RenderRequest &req, std::string &summary, std::string &error
   ExportStats st;
   if (!export_perfetto(req.source, req.out_path, po, st, error, warnings)) return false;
   char line[512];
-  std::snprintf(line, sizeof line, "wrote %s: %" PRIu64 " trace events, %s",
-                req.out_path.c_str(), st.entries, human(st.bytes).c_str());
+  std::snprintf(line, sizeof line, "wrote %s: %" PRIu64 " trace events, %s", req.out_path.c_str(),
+                st.entries, human(st.bytes).c_str());
   summary = line;
   return true;
 }

@@ -23,13 +23,13 @@ enum class RenderInput {
 };
 
 struct RenderRequest {
-  std::string source;         // the FILE argument: a P.json or a P.tseal
+  std::string source;              // the FILE argument: a P.json or a P.tseal
   const Report *report = nullptr;  // Report renderers
-  std::string out_path;       // History renderers write here
+  std::string out_path;            // History renderers write here
   // History renderers' selection; each takes the fields that apply to it.
-  int device = -1;            // -1 = all devices
+  int device = -1;                // -1 = all devices
   double since = -1, until = -1;  // -1 = unset; seconds from start, or unix seconds
-  uint64_t max_entries = 0;   // 0 = all
+  uint64_t max_entries = 0;       // 0 = all
   uint64_t min_slice_bytes = 1u << 20;
   std::function<void(uint64_t, uint64_t)> progress;  // done/total bytes read; may be empty
 };

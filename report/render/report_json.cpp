@@ -16,7 +16,6 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
-
 // JSON has no NaN or infinity; a damaged timer must not make the report unreadable.
 double finite(double v) { return std::isfinite(v) ? v : 0.0; }
 
@@ -137,7 +136,7 @@ uint64_t parse_hex(const std::string &s, const std::string &path) {
   uint64_t v = 0;
   for (size_t i = 2; i < s.size(); ++i) {
     char c = s[i];
-    int d = (c >= '0' && c <= '9') ? c - '0'
+    int d = (c >= '0' && c <= '9')   ? c - '0'
             : (c >= 'a' && c <= 'f') ? c - 'a' + 10
             : (c >= 'A' && c <= 'F') ? c - 'A' + 10
                                      : -1;
@@ -193,8 +192,8 @@ std::optional<Hint> read_hint(const json &obj, const std::string &path) {
   return h;
 }
 
-// `holders` (docs/report-format.md): optional on input: optional on input (reports of native programs
-// and reports written before them have none).
+// `holders` (docs/report-format.md): optional on input: optional on input (reports of native
+// programs and reports written before them have none).
 std::vector<Holder> read_holders(const json &obj, const std::string &path) {
   std::vector<Holder> out;
   if (!obj.is_object() || !obj.contains("holders")) return out;
@@ -231,12 +230,16 @@ bool nesting_ok(std::string_view text, size_t max_depth) {
   bool in_string = false, escaped = false;
   for (char c : text) {
     if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
       continue;
     }
-    if (c == '"') in_string = true;
+    if (c == '"')
+      in_string = true;
     else if (c == '[' || c == '{') {
       if (++depth > max_depth) return false;
     } else if ((c == ']' || c == '}') && depth > 0) {
@@ -264,8 +267,8 @@ void read_report(const json &j, Report &r) {
     throw BadReport{"report has no integer \"version\""};
   }
   if (ver->get<int64_t>() != kReportVersion) {
-    throw BadReport{"unsupported report version " + ver->dump() + " (this torchseal reads version " +
-                    std::to_string(kReportVersion) + ")"};
+    throw BadReport{"unsupported report version " + ver->dump() +
+                    " (this torchseal reads version " + std::to_string(kReportVersion) + ")"};
   }
   r.version = kReportVersion;
   r.trigger = get_str(j, "", "trigger");

@@ -105,12 +105,12 @@ std::string hints_section(const Report &r) {
   std::vector<std::pair<const Hint *, Sites>> causes;
   auto add = [&](const std::optional<Hint> &h, std::string site) {
     if (!h) return;
-    auto cause = std::find_if(causes.begin(), causes.end(),
-                              [&](const auto &c) { return *c.first == *h; });
+    auto cause =
+        std::find_if(causes.begin(), causes.end(), [&](const auto &c) { return *c.first == *h; });
     if (cause == causes.end()) cause = causes.insert(causes.end(), {&*h, {}});
     Sites &sites = cause->second;
-    auto same = std::find_if(sites.begin(), sites.end(),
-                             [&](const auto &s) { return s.first == site; });
+    auto same =
+        std::find_if(sites.begin(), sites.end(), [&](const auto &s) { return s.first == site; });
     if (same == sites.end()) {
       sites.emplace_back(std::move(site), 1);
     } else {
@@ -166,7 +166,8 @@ std::string report_to_text(const Report &r) {
 
   for (const LeakEntry &l : r.leaks) {
     out += "\nDirect leak of " + u64(l.bytes) + " byte(s) in " + u64(l.allocations) +
-           " allocation(s) (" + clean(l.kind) + ", " + clean(l.api) + ", device " + device_str(l.device) + ")";
+           " allocation(s) (" + clean(l.kind) + ", " + clean(l.api) + ", device " +
+           device_str(l.device) + ")";
     if (l.detected_at == "context-teardown") out += " still live at context teardown,";
     out += " allocated from:\n";
     append_frames(out, l.frames, l.python_frames, is_python_site(r, l.python_frames), "    ");
@@ -192,10 +193,11 @@ std::string report_to_text(const Report &r) {
 
   for (const OomEntry &o : r.ooms) {
     // A recovered one never reached the program: the allocator's retry worked.
-    out += std::string(o.recovered ? "\nOut of memory, recovered by a retry: " : "\nOut of memory: ") +
-           clean(o.api) + " of " + u64(o.requested_bytes) + " byte(s) on device " +
-           device_str(o.device) + " failed with " + u64(o.live_bytes) +
-           " byte(s) live, requested from:\n";
+    out +=
+        std::string(o.recovered ? "\nOut of memory, recovered by a retry: " : "\nOut of memory: ") +
+        clean(o.api) + " of " + u64(o.requested_bytes) + " byte(s) on device " +
+        device_str(o.device) + " failed with " + u64(o.live_bytes) +
+        " byte(s) live, requested from:\n";
     append_frames(out, o.frames, o.python_frames, is_python_site(r, o.python_frames), "    ");
     if (!o.top_sites.empty()) {
       out += "  Largest live sites at the time:\n";
@@ -226,13 +228,13 @@ std::string report_to_text(const Report &r) {
   }
   if (r.summary.suppressed_bytes > 0) {
     out += (r.summary.cached_bytes + r.summary.reachable_bytes > 0 ? "" : "\n") + tag +
-           u64(r.summary.suppressed_bytes) +
-           " byte(s) suppressed\n";
+           u64(r.summary.suppressed_bytes) + " byte(s) suppressed\n";
   }
   if (!r.suppressions_used.empty()) {
     // LSan's table: count (allocations), bytes, pattern.
-    out += "\n-----------------------------------------------------\n"
-           "Suppressions used:\n  count      bytes template\n";
+    out +=
+        "\n-----------------------------------------------------\n"
+        "Suppressions used:\n  count      bytes template\n";
     for (const SuppressionUse &u : r.suppressions_used) {
       out += format("%7" PRIu64 " %10" PRIu64 " %s\n", u.allocations, u.bytes,
                     clean(u.pattern).c_str());

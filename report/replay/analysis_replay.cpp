@@ -7,7 +7,6 @@
 namespace torchseal {
 namespace {
 
-
 // Builds the analysis input from the replay, with the same semantics as
 // shim/core/recorder.cpp (live set, teardown leaks, OOM snapshots, step samples).
 class AnalysisObserver : public ReplayObserver {
@@ -20,7 +19,8 @@ class AnalysisObserver : public ReplayObserver {
   uint64_t native_seen_ = 0, python_seen_ = 0;
 
  public:
-  AnalysisObserver(AnalysisInput &in, std::unordered_map<uint64_t, std::vector<NativeFrame>> &symbols)
+  AnalysisObserver(AnalysisInput &in,
+                   std::unordered_map<uint64_t, std::vector<NativeFrame>> &symbols)
       : in_(in), symbols_(symbols) {}
 
   void on_process(const ProcessInfo &p, double clock_base) override {
@@ -50,7 +50,9 @@ class AnalysisObserver : public ReplayObserver {
   void on_event(const Event &e) override {
     switch (e.op) {
       case Op::Alloc:
-      case Op::Free: ++in_.events; break;
+      case Op::Free:
+        ++in_.events;
+        break;
       case Op::InvalidFree: {
         if (in_.invalid_frees.size() < 1000)
           in_.invalid_frees.push_back({e.api, e.addr, e.stack, e.pystack});
@@ -66,19 +68,23 @@ class AnalysisObserver : public ReplayObserver {
         o.pystack = e.pystack;
         o.live_bytes = replay_->live_bytes();
         if (in_.ooms.size() < 8) {
-          replay_->for_each_live([&](const ReplayRecord &r) { o.live_at_oom.push_back(live_alloc_of(r.alloc)); });
+          replay_->for_each_live(
+              [&](const ReplayRecord &r) { o.live_at_oom.push_back(live_alloc_of(r.alloc)); });
           in_.ooms.push_back(std::move(o));
         }
         ++in_.events;
         break;
       }
-      case Op::Step: step(e); break;
+      case Op::Step:
+        step(e);
+        break;
       case Op::Mark:
         if (in_.marks.size() < kMaxMarks)
           in_.marks.push_back(
               {clock_base_ + static_cast<double>(e.time_ns) / 1e9, replay_->label(e.size), e.tid});
         break;
-      default: break;  // VMM ranges: timeline only
+      default:
+        break;  // VMM ranges: timeline only
     }
   }
 
@@ -96,7 +102,8 @@ class AnalysisObserver : public ReplayObserver {
   }
 
   void finish(const Replay &replay) {
-    replay.for_each_live([&](const ReplayRecord &r) { in_.live.push_back(live_alloc_of(r.alloc)); });
+    replay.for_each_live(
+        [&](const ReplayRecord &r) { in_.live.push_back(live_alloc_of(r.alloc)); });
     in_.live.insert(in_.live.end(), teardown_.begin(), teardown_.end());
     in_.peak_bytes = peak_;
     in_.steps = steps_.empty() ? std::move(windows_) : std::move(steps_);
@@ -111,8 +118,8 @@ class AnalysisObserver : public ReplayObserver {
     std::unordered_map<uint64_t, size_t> index;
     replay_->for_each_live([&](const ReplayRecord &r) {
       const Event &a = r.alloc;
-      uint64_t key = (static_cast<uint64_t>(a.stack) << 32 | a.pystack) ^
-                     (static_cast<uint64_t>(a.api) << 48);
+      uint64_t key =
+          (static_cast<uint64_t>(a.stack) << 32 | a.pystack) ^ (static_cast<uint64_t>(a.api) << 48);
       auto it = index.find(key);
       if (it == index.end()) {
         index.emplace(key, sample.sites.size());

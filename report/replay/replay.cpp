@@ -30,8 +30,11 @@ void Replay::on_event(const Event &e) {
       }
       break;
     }
-    case Op::Teardown: teardown(e); break;
-    default: break;
+    case Op::Teardown:
+      teardown(e);
+      break;
+    default:
+      break;
   }
 }
 

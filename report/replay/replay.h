@@ -54,11 +54,19 @@ class Replay final : public HistorySink {
   explicit Replay(ReplayObserver &obs) : obs_(obs) { obs.replay_ = this; }
   ~Replay() override { obs_.replay_ = nullptr; }
 
-  void on_process(const ProcessInfo &p, double clock_base) override { obs_.on_process(p, clock_base); }
+  void on_process(const ProcessInfo &p, double clock_base) override {
+    obs_.on_process(p, clock_base);
+  }
   void on_modules(const std::vector<Module> &m) override { obs_.on_modules(m); }
-  void on_stack(StackId id, std::vector<uint64_t> &&ips) override { obs_.on_stack(id, std::move(ips)); }
-  void on_pystack(PyStackId id, std::vector<PyFrame> &&f) override { obs_.on_pystack(id, std::move(f)); }
-  void on_symbol(uint64_t ip, std::vector<NativeFrame> &&f) override { obs_.on_symbol(ip, std::move(f)); }
+  void on_stack(StackId id, std::vector<uint64_t> &&ips) override {
+    obs_.on_stack(id, std::move(ips));
+  }
+  void on_pystack(PyStackId id, std::vector<PyFrame> &&f) override {
+    obs_.on_pystack(id, std::move(f));
+  }
+  void on_symbol(uint64_t ip, std::vector<NativeFrame> &&f) override {
+    obs_.on_symbol(ip, std::move(f));
+  }
   void on_label(uint32_t id, std::string &&label) override;
   void on_end(double t, uint64_t n, bool clean) override { obs_.on_end(t, n, clean); }
   void on_exit_flags(uint8_t flags) override { obs_.on_exit_flags(flags); }

@@ -21,7 +21,7 @@ namespace torchseal {
 enum class CallResult : uint8_t { Ok, OutOfMemory, Failed };
 
 inline CallResult result_of(CUresult rc) {
-  return rc == CUDA_SUCCESS             ? CallResult::Ok
+  return rc == CUDA_SUCCESS               ? CallResult::Ok
          : rc == CUDA_ERROR_OUT_OF_MEMORY ? CallResult::OutOfMemory
                                           : CallResult::Failed;
 }

@@ -58,8 +58,8 @@ Counters::Mine &Counters::claim_new_stripe() {
   uint32_t id = take_free_stripe();
   if (!id) {
     id = g_next_stripe.load(std::memory_order_relaxed);
-    while (id < kStripes && !g_next_stripe.compare_exchange_weak(id, id + 1, std::memory_order_relaxed)) {
-    }
+    while (id < kStripes &&
+           !g_next_stripe.compare_exchange_weak(id, id + 1, std::memory_order_relaxed)) {}
     if (id >= kStripes) id = 0;
   }
   t_mine.owned = id != 0;
@@ -98,8 +98,7 @@ void Counters::release_stripe() {
 
 void Counters::raise_peak(uint64_t now) {
   uint64_t peak = peak_.load(std::memory_order_relaxed);
-  while (now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
-  }
+  while (now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {}
 }
 
 uint64_t Counters::events() const {

@@ -59,7 +59,8 @@ inline uint64_t now_ns() {
     // Unsigned: a TSC behind the anchor (another CPU's) is "due" too.
     uint64_t d = __rdtsc() - l.anchor_tsc;
     if (d <= g_reanchor_ticks.load(std::memory_order_relaxed))
-      return l.anchor_ns + static_cast<uint64_t>((static_cast<unsigned __int128>(d) * l.mult) >> 32);
+      return l.anchor_ns +
+             static_cast<uint64_t>((static_cast<unsigned __int128>(d) * l.mult) >> 32);
   }
 #endif
   return clock_detail::now_ns_slow();

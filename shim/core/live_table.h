@@ -59,7 +59,9 @@ class LiveTable {
   static Shard &shard_of_mix(Shard *shards, uint64_t mixed) {
     return shards[mixed & (kShards - 1)];
   }
-  static Shard &shard_for(Shard *shards, uint64_t addr) { return shard_of_mix(shards, mix64(addr)); }
+  static Shard &shard_for(Shard *shards, uint64_t addr) {
+    return shard_of_mix(shards, mix64(addr));
+  }
   static void grow(Shard &s);
   static void erase_at(Shard &s, size_t i);
 

@@ -17,7 +17,8 @@ namespace torchseal {
 
 template <typename T>
 class MappedArray {
-  static_assert(std::is_trivially_copyable_v<T>, "records are moved by copy and zeroed by the kernel");
+  static_assert(std::is_trivially_copyable_v<T>,
+                "records are moved by copy and zeroed by the kernel");
 
  public:
   MappedArray() = default;

@@ -43,11 +43,20 @@ inline void record_vmm_range(const CallArgs &c) {
   if (c.result != CallResult::Ok) return;
   Op op;
   switch (api_info(c.api).role) {
-    case Role::Map: op = Op::Map; break;
-    case Role::Unmap: op = Op::Unmap; break;
-    case Role::Reserve: op = Op::Reserve; break;
-    case Role::Unreserve: op = Op::Unreserve; break;
-    default: return;
+    case Role::Map:
+      op = Op::Map;
+      break;
+    case Role::Unmap:
+      op = Op::Unmap;
+      break;
+    case Role::Reserve:
+      op = Op::Reserve;
+      break;
+    case Role::Unreserve:
+      op = Op::Unreserve;
+      break;
+    default:
+      return;
   }
   recorder().on_vmm_range(op, c.addr, c.size, c.handle);
 }

@@ -8,13 +8,13 @@
 #include <new>
 #include <unordered_map>
 
+#include "report/analysis/site.h"  // is_internal_module
 #include "shim/core/counters.h"
+#include "shim/core/python/python_frames.h"
+#include "shim/core/unwind/unwinder.h"
+#include "shim/runtime/log.h"
 #include "shim/sink/mark_labels.h"
 #include "shim/sink/thread_buffers.h"
-#include "shim/runtime/log.h"
-#include "shim/core/python/python_frames.h"
-#include "report/analysis/site.h"  // is_internal_module
-#include "shim/core/unwind/unwinder.h"
 
 namespace torchseal {
 
@@ -298,14 +298,14 @@ void Recorder::on_teardown(ApiId api, int device, uint32_t context) {
   }
   std::vector<LiveAlloc> dead;
   for (LiveTable *t : {&live_, &vmm_})
-  t->remove_if(
-      [&](const LiveRecord &r) {
-        return context ? r.context == context : (device < 0 || r.device == device);
-      },
-      [&](const LiveRecord &r) {
-        dead.push_back(live_alloc_of(r, DetectedAt::ContextTeardown));
-        counters().add_live(-static_cast<int64_t>(r.size));
-      });
+    t->remove_if(
+        [&](const LiveRecord &r) {
+          return context ? r.context == context : (device < 0 || r.device == device);
+        },
+        [&](const LiveRecord &r) {
+          dead.push_back(live_alloc_of(r, DetectedAt::ContextTeardown));
+          counters().add_live(-static_cast<int64_t>(r.size));
+        });
   if (dead.empty()) return;
   Guard g(misc_lock_);
   teardown_leaks_.insert(teardown_leaks_.end(), dead.begin(), dead.end());
@@ -371,8 +371,8 @@ void Recorder::on_mark(const char *label) {
 
 void Recorder::on_vmm_range(Op op, uint64_t addr, uint64_t size, uint64_t handle) {
   if (!history::enabled()) return;
-  ApiId api = op == Op::Map     ? ApiId::cuMemMap
-              : op == Op::Unmap ? ApiId::cuMemUnmap
+  ApiId api = op == Op::Map       ? ApiId::cuMemMap
+              : op == Op::Unmap   ? ApiId::cuMemUnmap
               : op == Op::Reserve ? ApiId::cuMemAddressReserve
                                   : ApiId::cuMemAddressFree;
   Event e = make_event(op, api, Family::Vmm, now_ns(), addr, size);
@@ -385,14 +385,16 @@ void Recorder::snapshot(AnalysisInput &in) {
   py::export_all(in.stacks.python);
   in.live.clear();
   for (LiveTable *t : {&live_, &vmm_})
-    t->for_each([&](const LiveRecord &r) { in.live.push_back(live_alloc_of(r, DetectedAt::Exit)); });
+    t->for_each(
+        [&](const LiveRecord &r) { in.live.push_back(live_alloc_of(r, DetectedAt::Exit)); });
   {
     Guard g(misc_lock_);
     in.live.insert(in.live.end(), teardown_leaks_.begin(), teardown_leaks_.end());
     in.ooms = ooms_;
     // Not decided yet (a dump while a retry is under way): as the program
     // would see them if nothing retried.
-    for (const OomChain &c : pending_ooms_) in.ooms.insert(in.ooms.end(), c.records.begin(), c.records.end());
+    for (const OomChain &c : pending_ooms_)
+      in.ooms.insert(in.ooms.end(), c.records.begin(), c.records.end());
     // Explicit steps win; time windows stand in only when there are none.
     in.steps = step_samples_.empty() ? window_samples_ : step_samples_;
     in.invalid_frees = invalid_frees_;

@@ -21,8 +21,8 @@ struct FreeToken {
 
 class Recorder {
  public:
-  void on_alloc(ApiId api, Family family, uint64_t addr, uint64_t size, int device,
-                uint64_t stream, uint32_t context);
+  void on_alloc(ApiId api, Family family, uint64_t addr, uint64_t size, int device, uint64_t stream,
+                uint32_t context);
   FreeToken on_free(ApiId api, Family family, uint64_t addr, uint64_t stream);
   // The real free failed: the allocation is still live after all.
   void undo_free(const FreeToken &t);
@@ -81,10 +81,10 @@ class Recorder {
 
   StackTable stacks_;
   LiveTable live_;
-  LiveTable vmm_;  // cuMemCreate handles: their own namespace, not addresses
+  LiveTable vmm_;        // cuMemCreate handles: their own namespace, not addresses
   ShardLock misc_lock_;  // guards the rare-event lists below
   std::vector<LiveAlloc> teardown_leaks_;
-  std::vector<OomRecord> ooms_;  // decided ones
+  std::vector<OomRecord> ooms_;         // decided ones
   std::vector<OomChain> pending_ooms_;  // one per thread at most; under misc_lock_
   size_t recovered_kept_ = 0;
   std::vector<InvalidFree> invalid_frees_;

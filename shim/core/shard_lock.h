@@ -37,8 +37,7 @@ class ShardLock {
   __attribute__((noinline)) void lock_slow() {
     for (unsigned spins = 0;; ++spins) {
       // Test before test-and-set: waiters read a shared line, not bounce it.
-      if (!held_.load(std::memory_order_relaxed) &&
-          !held_.exchange(1, std::memory_order_acquire))
+      if (!held_.load(std::memory_order_relaxed) && !held_.exchange(1, std::memory_order_acquire))
         return;
       if (spins < 64) {
         __builtin_ia32_pause();

@@ -52,8 +52,8 @@ class StackTable {
   struct alignas(64) Shard {  // own cache line: no false sharing of lock words
     ShardLock lock;
     std::vector<uint64_t> ips;
-    std::vector<Entry> entries;           // index = local id
-    std::vector<uint32_t> slots;          // open addressing: local id + 1, 0 = empty
+    std::vector<Entry> entries;   // index = local id
+    std::vector<uint32_t> slots;  // open addressing: local id + 1, 0 = empty
   };
   uint32_t generation_;  // per-thread caches hold ids of one table generation only
   static void grow(Shard &s);

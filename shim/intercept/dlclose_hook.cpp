@@ -6,8 +6,8 @@
 
 #include <atomic>
 
-#include "shim/intercept/dlsym_hook.h"
 #include "shim/core/unwind/unwinder.h"
+#include "shim/intercept/dlsym_hook.h"
 
 namespace {
 

@@ -16,9 +16,9 @@
 #include "shim/core/context_id.h"
 #include "shim/intercept/dlsym_hook.h"
 #include "shim/intercept/driver_api.h"
+#include "shim/intercept/hook_through.h"
 #include "shim/runtime/lifecycle.h"
 #include "shim/runtime/log.h"
-#include "shim/intercept/hook_through.h"
 
 using torchseal::ApiId;
 using torchseal::CallArgs;
@@ -121,8 +121,10 @@ const DriverQueries &driver_queries() {
     DriverQueries d;
     void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
     if (h) {
-      d.ctx_get_current = reinterpret_cast<decltype(d.ctx_get_current)>(real_dlsym(h, "cuCtxGetCurrent"));
-      d.ctx_get_device = reinterpret_cast<decltype(d.ctx_get_device)>(real_dlsym(h, "cuCtxGetDevice"));
+      d.ctx_get_current =
+          reinterpret_cast<decltype(d.ctx_get_current)>(real_dlsym(h, "cuCtxGetCurrent"));
+      d.ctx_get_device =
+          reinterpret_cast<decltype(d.ctx_get_device)>(real_dlsym(h, "cuCtxGetDevice"));
       d.primary_ctx_get_state = reinterpret_cast<decltype(d.primary_ctx_get_state)>(
           real_dlsym(h, "cuDevicePrimaryCtxGetState"));
       d.device_get_count =
@@ -226,30 +228,33 @@ using torchseal::vmm_range_through;
 
 #define TS_EXPORT extern "C" __attribute__((visibility("default")))
 #define TS_MISSING CUDA_ERROR_NOT_INITIALIZED
-#define TS_DRV_REAL(fn)                                  \
-  auto real = real_of<decltype(&fn)>(ApiId::fn);         \
+#define TS_DRV_REAL(fn)                          \
+  auto real = real_of<decltype(&fn)>(ApiId::fn); \
   if (!real) return TS_MISSING
 
 // Allocations of the requested `bytesize` returned through `dptr`:
 // (name, stream, (parameters), (arguments)).
-#define TS_DRV_SIZED_ALLOC(fn, stream, params, args)                                      \
-  TS_EXPORT CUresult fn params {                                                          \
-    TS_DRV_REAL(fn);                                                                      \
-    return alloc_through(ApiId::fn, dptr, bytesize, stream, [&] { return real args; });   \
+#define TS_DRV_SIZED_ALLOC(fn, stream, params, args)                                    \
+  TS_EXPORT CUresult fn params {                                                        \
+    TS_DRV_REAL(fn);                                                                    \
+    return alloc_through(ApiId::fn, dptr, bytesize, stream, [&] { return real args; }); \
   }
-TS_DRV_SIZED_ALLOC(cuMemAlloc_v2, nullptr, (CUdeviceptr *dptr, size_t bytesize), (dptr, bytesize))
-TS_DRV_SIZED_ALLOC(cuMemAllocAsync, hStream, (CUdeviceptr *dptr, size_t bytesize, CUstream hStream),
+TS_DRV_SIZED_ALLOC(cuMemAlloc_v2, nullptr, (CUdeviceptr * dptr, size_t bytesize), (dptr, bytesize))
+TS_DRV_SIZED_ALLOC(cuMemAllocAsync, hStream,
+                   (CUdeviceptr * dptr, size_t bytesize, CUstream hStream),
                    (dptr, bytesize, hStream))
 TS_DRV_SIZED_ALLOC(cuMemAllocAsync_ptsz, hStream,
-                   (CUdeviceptr *dptr, size_t bytesize, CUstream hStream), (dptr, bytesize, hStream))
+                   (CUdeviceptr * dptr, size_t bytesize, CUstream hStream),
+                   (dptr, bytesize, hStream))
 TS_DRV_SIZED_ALLOC(cuMemAllocFromPoolAsync, hStream,
-                   (CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream),
+                   (CUdeviceptr * dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream),
                    (dptr, bytesize, pool, hStream))
 TS_DRV_SIZED_ALLOC(cuMemAllocFromPoolAsync_ptsz, hStream,
-                   (CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream),
+                   (CUdeviceptr * dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream),
                    (dptr, bytesize, pool, hStream))
 TS_DRV_SIZED_ALLOC(cuMemAllocManaged, nullptr,
-                   (CUdeviceptr *dptr, size_t bytesize, unsigned int flags), (dptr, bytesize, flags))
+                   (CUdeviceptr * dptr, size_t bytesize, unsigned int flags),
+                   (dptr, bytesize, flags))
 #undef TS_DRV_SIZED_ALLOC
 
 TS_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
@@ -313,7 +318,8 @@ TS_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
 
 TS_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
   TS_DRV_REAL(cuMemUnmap);
-  return vmm_range_through(call_args(ApiId::cuMemUnmap, ptr, size), [&] { return real(ptr, size); });
+  return vmm_range_through(call_args(ApiId::cuMemUnmap, ptr, size),
+                           [&] { return real(ptr, size); });
 }
 
 TS_EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment,
@@ -356,8 +362,10 @@ TS_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
 // ---- cuGetProcAddress: hand out wrappers for the variant the driver chose ----
 
 TS_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
-                                       cuuint64_t flags, CUdriverProcAddressQueryResult *symbolStatus);
-TS_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
+                                       cuuint64_t flags,
+                                       CUdriverProcAddressQueryResult *symbolStatus);
+TS_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
+                                    cuuint64_t flags);
 
 namespace torchseal {
 Wrapped g_wrapped[] = {
@@ -369,16 +377,21 @@ Wrapped g_wrapped[] = {
 #undef TS_API
 #undef TS_WRAP_Driver
 #undef TS_WRAP_Runtime
-    {"cuGetProcAddress_v2", ApiId::Unknown, reinterpret_cast<void *>(&::cuGetProcAddress_v2), {nullptr}},
+    {"cuGetProcAddress_v2",
+     ApiId::Unknown,
+     reinterpret_cast<void *>(&::cuGetProcAddress_v2),
+     {nullptr}},
     {"cuGetProcAddress", ApiId::Unknown, reinterpret_cast<void *>(&::cuGetProcAddress), {nullptr}},
 };
 const size_t g_wrapped_count = sizeof(g_wrapped) / sizeof(g_wrapped[0]);
 }  // namespace torchseal
 
 TS_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
-                                       cuuint64_t flags, CUdriverProcAddressQueryResult *symbolStatus) {
+                                       cuuint64_t flags,
+                                       CUdriverProcAddressQueryResult *symbolStatus) {
   static torchseal::Wrapped *self = torchseal::find_by_name("cuGetProcAddress_v2");
-  auto real = reinterpret_cast<decltype(&cuGetProcAddress_v2)>(torchseal::real_driver_function_of(self));
+  auto real =
+      reinterpret_cast<decltype(&cuGetProcAddress_v2)>(torchseal::real_driver_function_of(self));
   if (!real) {
     if (symbolStatus) *symbolStatus = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
     return TS_MISSING;
@@ -390,9 +403,11 @@ TS_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaV
   return rc;
 }
 
-TS_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags) {
+TS_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
+                                    cuuint64_t flags) {
   static torchseal::Wrapped *self = torchseal::find_by_name("cuGetProcAddress");
-  auto real = reinterpret_cast<decltype(&cuGetProcAddress)>(torchseal::real_driver_function_of(self));
+  auto real =
+      reinterpret_cast<decltype(&cuGetProcAddress)>(torchseal::real_driver_function_of(self));
   if (!real) return TS_MISSING;
   CUresult rc = real(symbol, pfn, cudaVersion, flags);
   if (rc == CUDA_SUCCESS && pfn && *pfn) *pfn = torchseal::wrap_driver_pointer(*pfn);

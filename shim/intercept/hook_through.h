@@ -11,7 +11,7 @@
 namespace torchseal {
 
 inline CallResult result_of(cudaError_t rc) {
-  return rc == cudaSuccess                ? CallResult::Ok
+  return rc == cudaSuccess                 ? CallResult::Ok
          : rc == cudaErrorMemoryAllocation ? CallResult::OutOfMemory
                                            : CallResult::Failed;
 }

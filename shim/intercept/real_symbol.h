@@ -13,6 +13,5 @@ void *next_symbol(const char *name);
 }  // namespace torchseal
 
 // Declares `real` as the next definition of `name`, typed like our own hook.
-#define TS_REAL(name)                                                              \
-  static const auto real = reinterpret_cast<decltype(&name)>(                      \
-      ::torchseal::next_symbol(#name))
+#define TS_REAL(name) \
+  static const auto real = reinterpret_cast<decltype(&name)>(::torchseal::next_symbol(#name))

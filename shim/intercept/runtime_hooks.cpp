@@ -39,8 +39,8 @@ uint64_t u64(const void *p) { return reinterpret_cast<uint64_t>(p); }
 
 // The device is asked only for an event. Scalar parameters: the CallArgs
 // lives only in here, in registers.
-void report_alloc(const HookScope &scope, ApiId api, cudaError_t rc, const void *p,
-                  uint64_t bytes, cudaStream_t stream) {
+void report_alloc(const HookScope &scope, ApiId api, cudaError_t rc, const void *p, uint64_t bytes,
+                  cudaStream_t stream) {
   if (!scope.record()) return;
   CallArgs c = call_args(api, u64(p), bytes, u64(stream), torchseal::result_of(rc));
   if (!torchseal::records_alloc(c)) return;
@@ -68,15 +68,15 @@ extern "C" {
 
 // Allocations of the requested `size` returned through `out`:
 // (name, out, stream, (parameters), (arguments)).
-#define TS_SIZED_ALLOC(fn, out, stream, params, args)                                     \
-  __attribute__((visibility("default"))) cudaError_t fn params {                          \
-    TS_REAL(fn);                                                                          \
-    if (!real) return missing();                                                          \
-    return alloc_through(ApiId::fn, out, size, stream, [&] { return real args; });        \
+#define TS_SIZED_ALLOC(fn, out, stream, params, args)                              \
+  __attribute__((visibility("default"))) cudaError_t fn params {                   \
+    TS_REAL(fn);                                                                   \
+    if (!real) return missing();                                                   \
+    return alloc_through(ApiId::fn, out, size, stream, [&] { return real args; }); \
   }
 TS_SIZED_ALLOC(cudaMalloc, devPtr, nullptr, (void **devPtr, size_t size), (devPtr, size))
-TS_SIZED_ALLOC(cudaMallocAsync, devPtr, hStream,
-               (void **devPtr, size_t size, cudaStream_t hStream), (devPtr, size, hStream))
+TS_SIZED_ALLOC(cudaMallocAsync, devPtr, hStream, (void **devPtr, size_t size, cudaStream_t hStream),
+               (devPtr, size, hStream))
 TS_SIZED_ALLOC(cudaMallocAsync_ptsz, devPtr, hStream,
                (void **devPtr, size_t size, cudaStream_t hStream), (devPtr, size, hStream))
 TS_SIZED_ALLOC(cudaMallocFromPoolAsync, ptr, stream,
@@ -85,8 +85,8 @@ TS_SIZED_ALLOC(cudaMallocFromPoolAsync, ptr, stream,
 TS_SIZED_ALLOC(cudaMallocFromPoolAsync_ptsz, ptr, stream,
                (void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream),
                (ptr, size, memPool, stream))
-TS_SIZED_ALLOC(cudaMallocManaged, devPtr, nullptr,
-               (void **devPtr, size_t size, unsigned int flags), (devPtr, size, flags))
+TS_SIZED_ALLOC(cudaMallocManaged, devPtr, nullptr, (void **devPtr, size_t size, unsigned int flags),
+               (devPtr, size, flags))
 TS_SIZED_ALLOC(cudaMallocHost, ptr, nullptr, (void **ptr, size_t size), (ptr, size))
 TS_SIZED_ALLOC(cudaHostAlloc, pHost, nullptr, (void **pHost, size_t size, unsigned int flags),
                (pHost, size, flags))
@@ -110,18 +110,18 @@ __attribute__((visibility("default"))) cudaError_t cudaMalloc3D(cudaPitchedPtr *
   HookScope scope;
   cudaError_t rc = real(pitchedDevPtr, extent);
   bool ok = rc == cudaSuccess && pitchedDevPtr;
-  uint64_t bytes = torchseal::pitched_bytes(ok, ok ? &pitchedDevPtr->pitch : nullptr,
-                                            extent.width, extent.height * extent.depth);
+  uint64_t bytes = torchseal::pitched_bytes(ok, ok ? &pitchedDevPtr->pitch : nullptr, extent.width,
+                                            extent.height * extent.depth);
   report_alloc(scope, ApiId::cudaMalloc3D, rc, ok ? pitchedDevPtr->ptr : nullptr, bytes, nullptr);
   return rc;
 }
 
 // Frees of `p`: (name, p, stream, (parameters), (arguments)).
-#define TS_FREE(fn, p, stream, params, args)                                              \
-  __attribute__((visibility("default"))) cudaError_t fn params {                          \
-    TS_REAL(fn);                                                                          \
-    if (!real) return missing();                                                          \
-    return free_through(free_args(ApiId::fn, p, stream), [&] { return real args; });      \
+#define TS_FREE(fn, p, stream, params, args)                                         \
+  __attribute__((visibility("default"))) cudaError_t fn params {                     \
+    TS_REAL(fn);                                                                     \
+    if (!real) return missing();                                                     \
+    return free_through(free_args(ApiId::fn, p, stream), [&] { return real args; }); \
   }
 TS_FREE(cudaFree, devPtr, nullptr, (void *devPtr), (devPtr))
 TS_FREE(cudaFreeAsync, devPtr, hStream, (void *devPtr, cudaStream_t hStream), (devPtr, hStream))

@@ -1,10 +1,10 @@
 // The public C API (README.md, "Quick start"). Safe to call at any time, from any
 // thread, including before the first CUDA call (then they do nothing).
 #include "shim/core/counters.h"
-#include "shim/runtime/lifecycle.h"
-#include "shim/core/recorder.h"
-#include "shim/runtime/report_files.h"
 #include "shim/core/python/safe_points.h"
+#include "shim/core/recorder.h"
+#include "shim/runtime/lifecycle.h"
+#include "shim/runtime/report_files.h"
 
 extern "C" {
 

@@ -96,9 +96,8 @@ bool parse_config(Config &c, std::string &error) {
   // TORCHSEAL_LOG first, so the messages about the others honour it.
   if (!take_environment(Id::log_level, parse_Choice<log::Level>, c.log_level, c, error))
     return false;
-#define TORCHSEAL_SETTING(FIELD, VAR, KIND, ...)                   \
-  if (Id::FIELD != Id::log_level &&                                \
-      !take_environment(Id::FIELD, parse_##KIND, c.FIELD, c, error)) \
+#define TORCHSEAL_SETTING(FIELD, VAR, KIND, ...)                                                   \
+  if (Id::FIELD != Id::log_level && !take_environment(Id::FIELD, parse_##KIND, c.FIELD, c, error)) \
     return false;
 #include "shim/runtime/settings.def"
   return true;

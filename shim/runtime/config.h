@@ -29,19 +29,19 @@ enum class UnwindMode { Fast, Libunwind, Check };
 // here only say what a setting without a default holds while unset.
 struct Config {
   log::Level log_level{};
-  std::string output;                   // prefix template
+  std::string output;  // prefix template
   Backend backend{};
-  int exit_code = -1;                   // unset: leave the exit status alone
+  int exit_code = -1;  // unset: leave the exit status alone
   int stack_depth = 0;
   PythonMode python{};
   HoldersMode holders{};
   UnwindMode unwind{};
   TorchMode torch{};
-  std::string step_range;               // regex; unset: no NVTX steps
-  double step_seconds = 0;              // growth time window
-  int dump_signal = 0;                  // 0 = none
-  std::string suppressions;             // path; unset: none
-  std::string cupti_path;               // path; unset: search for libcupti
+  std::string step_range;    // regex; unset: no NVTX steps
+  double step_seconds = 0;   // growth time window
+  int dump_signal = 0;       // 0 = none
+  std::string suppressions;  // path; unset: none
+  std::string cupti_path;    // path; unset: search for libcupti
 
   uint32_t from_env = 0;  // bit i: setting i was taken from the environment
   bool set_by_environment(settings::Id id) const {

@@ -10,20 +10,20 @@
 #include <mutex>
 #include <new>
 
-#include "shim/core/python/autograd_node.h"
 #include "shim/core/counters.h"
+#include "shim/core/python/autograd_node.h"
+#include "shim/core/python/python_frames.h"
 #include "shim/runtime/crash_flush.h"
 #include "shim/runtime/service_thread.h"
-#include "shim/core/python/python_frames.h"
 #include "shim/runtime/signals.h"
 #ifdef TORCHSEAL_HAVE_CUPTI_BACKEND
 #include "shim/intercept/cupti/cupti_backend.h"
 #endif
-#include "shim/runtime/log.h"
-#include "shim/core/recorder.h"
-#include "shim/runtime/report_files.h"
 #include "shim/core/python/safe_points.h"
+#include "shim/core/recorder.h"
 #include "shim/core/unwind/unwinder.h"
+#include "shim/runtime/log.h"
+#include "shim/runtime/report_files.h"
 
 namespace torchseal {
 
@@ -173,7 +173,6 @@ void note_first_record() {
   g_recorded_here.store(true);
   if (is_active() && hooks_record()) g_record_fast.store(true, std::memory_order_release);
 }
-
 
 bool hook_detail::record_slow() {
   if (!ensure_active() || !hooks_record()) return false;

@@ -32,12 +32,12 @@ void emit(Level lvl, const char *fmt, va_list ap) {
 void set_level(Level level) { g_level.store(static_cast<int>(level), std::memory_order_relaxed); }
 Level level() { return static_cast<Level>(g_level.load(std::memory_order_relaxed)); }
 
-#define TS_LOG_FN(fn, lvl)            \
-  void fn(const char *fmt, ...) {     \
-    va_list ap;                       \
-    va_start(ap, fmt);                \
-    emit(Level::lvl, fmt, ap);        \
-    va_end(ap);                       \
+#define TS_LOG_FN(fn, lvl)        \
+  void fn(const char *fmt, ...) { \
+    va_list ap;                   \
+    va_start(ap, fmt);            \
+    emit(Level::lvl, fmt, ap);    \
+    va_end(ap);                   \
   }
 TS_LOG_FN(error, Error)
 TS_LOG_FN(warn, Warn)

@@ -18,10 +18,10 @@
 
 #include <nvtx3/nvToolsExt.h>
 
+#include "shim/core/recorder.h"
 #include "shim/runtime/config.h"
 #include "shim/runtime/lifecycle.h"
 #include "shim/runtime/log.h"
-#include "shim/core/recorder.h"
 
 namespace torchseal {
 namespace {
@@ -55,12 +55,15 @@ std::string narrow(const wchar_t *w) {
 std::string message_of(const nvtxEventAttributes_t *a) {
   if (!a) return {};
   switch (a->messageType) {
-    case NVTX_MESSAGE_TYPE_ASCII: return a->message.ascii ? a->message.ascii : "";
-    case NVTX_MESSAGE_TYPE_UNICODE: return narrow(a->message.unicode);
+    case NVTX_MESSAGE_TYPE_ASCII:
+      return a->message.ascii ? a->message.ascii : "";
+    case NVTX_MESSAGE_TYPE_UNICODE:
+      return narrow(a->message.unicode);
     // Registered strings are handles we returned: pointers to our own copies.
     case NVTX_MESSAGE_TYPE_REGISTERED:
       return a->message.registered ? reinterpret_cast<const char *>(a->message.registered) : "";
-    default: return {};
+    default:
+      return {};
   }
 }
 
@@ -79,8 +82,10 @@ void step_ended() {
 int push(const std::string &name) {
   bool step = matches(name);
   if (t_push_depth < 64) {
-    if (step) t_push_bits |= (1ull << t_push_depth);
-    else t_push_bits &= ~(1ull << t_push_depth);
+    if (step)
+      t_push_bits |= (1ull << t_push_depth);
+    else
+      t_push_bits &= ~(1ull << t_push_depth);
   }
   return t_push_depth++;
 }
@@ -123,7 +128,9 @@ nvtxRangeId_t NVTX_API cb_start_a(const char *m) { return start(m ? m : ""); }
 nvtxRangeId_t NVTX_API cb_start_w(const wchar_t *m) { return start(narrow(m)); }
 nvtxRangeId_t NVTX_API cb_start_ex(const nvtxEventAttributes_t *a) { return start(message_of(a)); }
 void NVTX_API cb_end(nvtxRangeId_t id) { end(id); }
-int NVTX_API cb_dom_push(nvtxDomainHandle_t, const nvtxEventAttributes_t *a) { return push(message_of(a)); }
+int NVTX_API cb_dom_push(nvtxDomainHandle_t, const nvtxEventAttributes_t *a) {
+  return push(message_of(a));
+}
 int NVTX_API cb_dom_pop(nvtxDomainHandle_t) { return pop(); }
 nvtxRangeId_t NVTX_API cb_dom_start(nvtxDomainHandle_t, const nvtxEventAttributes_t *a) {
   return start(message_of(a));
@@ -142,7 +149,8 @@ nvtxDomainHandle_t NVTX_API cb_domain_create_w(const wchar_t *name) {
   return reinterpret_cast<nvtxDomainHandle_t>(strdup(narrow(name).c_str()));
 }
 
-using GetModuleFunctionTable = int(NVTX_API *)(NvtxCallbackModule, NvtxFunctionTable *, unsigned int *);
+using GetModuleFunctionTable = int(NVTX_API *)(NvtxCallbackModule, NvtxFunctionTable *,
+                                               unsigned int *);
 
 bool install(GetModuleFunctionTable get, NvtxCallbackModule module,
              std::initializer_list<std::pair<unsigned, NvtxFunctionPointer>> slots) {
@@ -179,7 +187,8 @@ using namespace torchseal;
 extern "C" __attribute__((visibility("default"))) int InitializeInjectionNvtx2(
     NvtxGetExportTableFunc_t getExportTable) {
   if (!getExportTable) return 0;
-  auto *callbacks = static_cast<const NvtxExportTableCallbacks *>(getExportTable(NVTX_ETID_CALLBACKS));
+  auto *callbacks =
+      static_cast<const NvtxExportTableCallbacks *>(getExportTable(NVTX_ETID_CALLBACKS));
   if (!callbacks || callbacks->struct_size < sizeof(NvtxExportTableCallbacks)) return 0;
   auto get = callbacks->GetModuleFunctionTable;
   bool ok = install(get, NVTX_CB_MODULE_CORE,

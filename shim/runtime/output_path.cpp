@@ -23,21 +23,31 @@ bool expand_output_template(const std::string &tmpl, const TemplateVars &v, std:
       return false;
     }
     switch (tmpl[i]) {
-      case 'p': out += std::to_string(v.pid); break;
-      case 'r': out += std::to_string(v.rank < 0 ? 0 : v.rank); break;
+      case 'p':
+        out += std::to_string(v.pid);
+        break;
+      case 'r':
+        out += std::to_string(v.rank < 0 ? 0 : v.rank);
+        break;
       case 'h': {
         // A hostname must not smuggle in a path separator.
         for (char h : v.host) out += (h == '/' ? '_' : h);
         break;
       }
-      case 't': out += std::to_string(v.start_time); break;
-      case '%': out += '%'; break;
+      case 't':
+        out += std::to_string(v.start_time);
+        break;
+      case '%':
+        out += '%';
+        break;
       default: {
         // Show the offending byte printably: the message must stay one line.
         unsigned char c = static_cast<unsigned char>(tmpl[i]);
         char shown[8];
-        if (c >= 0x20 && c < 0x7f) snprintf(shown, sizeof shown, "%c", c);
-        else snprintf(shown, sizeof shown, "\\x%02x", c);
+        if (c >= 0x20 && c < 0x7f)
+          snprintf(shown, sizeof shown, "%c", c);
+        else
+          snprintf(shown, sizeof shown, "\\x%02x", c);
         error = std::string("TORCHSEAL_OUTPUT has unknown placeholder '%") + shown +
                 "' (accepted: %p %r %h %t %%)";
         return false;

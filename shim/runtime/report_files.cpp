@@ -12,15 +12,15 @@
 #include <new>
 #include <string>
 
+#include "report/analysis/produce_report.h"
+#include "report/analysis/suppressions.h"
+#include "report/input/module_map.h"
+#include "shim/core/python/python_frames.h"
+#include "shim/core/python/safe_points.h"
+#include "shim/core/recorder.h"
 #include "shim/runtime/lifecycle.h"
 #include "shim/runtime/log.h"
-#include "report/input/module_map.h"
 #include "shim/runtime/output_path.h"
-#include "report/analysis/produce_report.h"
-#include "shim/core/python/python_frames.h"
-#include "shim/core/recorder.h"
-#include "shim/core/python/safe_points.h"
-#include "report/analysis/suppressions.h"
 #include "shim/runtime/torch_mode.h"
 
 namespace torchseal {
@@ -100,8 +100,9 @@ AnalysisOptions analysis_options() {
 
 void report_files_init(const Config &cfg) {
   g_process.rank = rank_from_environment();
-  g_template = cfg.set_by_environment(settings::Id::output) ? cfg.output
-                                                            : default_output_template(g_process.rank);
+  g_template = cfg.set_by_environment(settings::Id::output)
+                   ? cfg.output
+                   : default_output_template(g_process.rank);
   G().suppressions_path = cfg.suppressions;
   char host[256] = {0};
   if (gethostname(host, sizeof host - 1) == 0) g_process.hostname = host;

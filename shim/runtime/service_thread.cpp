@@ -44,10 +44,14 @@ State &S() {
 
 const char *trigger_name(int req) {
   switch (req) {
-    case 1: return "signal";
-    case 2: return "api";
-    case 3: return "oom";
-    default: return "signal";
+    case 1:
+      return "signal";
+    case 2:
+      return "api";
+    case 3:
+      return "oom";
+    default:
+      return "signal";
   }
 }
 
@@ -151,8 +155,9 @@ void finish(bool clean) {
     file::write_all(out);
     // Facts only known at exit that change the verdict: PyTorch's caching
     // allocator (live memory is cache) and a PyTorch process (pinned cache).
-    file::write_end(clean, (torch_caching_allocator_in_use() ? tseal::kEndTorchCachingAllocator : 0) |
-                               (torch_cuda_loaded() ? tseal::kEndTorchProcess : 0));
+    file::write_end(clean,
+                    (torch_caching_allocator_in_use() ? tseal::kEndTorchCachingAllocator : 0) |
+                        (torch_cuda_loaded() ? tseal::kEndTorchProcess : 0));
   }
   file::close();
 }

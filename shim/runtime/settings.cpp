@@ -74,9 +74,10 @@ bool parse_seconds(const Spec &s, const char *text, double &out) {
 
 bool parse_signal(const char *text, int &out) {
   static const std::pair<const char *, int> kSignals[] = {
-      {"none", 0},       {"SIGUSR1", SIGUSR1}, {"SIGUSR2", SIGUSR2}, {"SIGHUP", SIGHUP},
-      {"SIGWINCH", SIGWINCH}, {"SIGURG", SIGURG}, {"SIGPROF", SIGPROF}, {"SIGTTIN", SIGTTIN},
-      {"SIGTTOU", SIGTTOU}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"HUP", SIGHUP},
+      {"none", 0},          {"SIGUSR1", SIGUSR1},   {"SIGUSR2", SIGUSR2},
+      {"SIGHUP", SIGHUP},   {"SIGWINCH", SIGWINCH}, {"SIGURG", SIGURG},
+      {"SIGPROF", SIGPROF}, {"SIGTTIN", SIGTTIN},   {"SIGTTOU", SIGTTOU},
+      {"USR1", SIGUSR1},    {"USR2", SIGUSR2},      {"HUP", SIGHUP},
   };
   for (const auto &sig : kSignals)
     if (strcasecmp(text, sig.first) == 0) {

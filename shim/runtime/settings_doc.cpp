@@ -74,8 +74,7 @@ bool read_file(const char *path, std::string &out) {
 }
 
 // Splits `doc` around its table; false when the markers are missing.
-bool split(const std::string &doc, std::string &before, std::string &current,
-           std::string &after) {
+bool split(const std::string &doc, std::string &before, std::string &current, std::string &after) {
   size_t b = doc.find(kBegin);
   size_t e = doc.find(kEnd, b == std::string::npos ? 0 : b);
   if (b == std::string::npos || e == std::string::npos) return false;

@@ -22,7 +22,7 @@ using buffers::Sealed;
 // Whether the service thread runs, for the hot path.
 std::atomic<bool> g_writer_running{false};
 
-constexpr size_t kSealBytes = 256 * 1024;  // hand a buffer to the writer past this
+constexpr size_t kSealBytes = 256 * 1024;       // hand a buffer to the writer past this
 constexpr size_t kPassWakeBytes = 1024 * 1024;  // sealed bytes that start a pass early
 constexpr size_t kFirstBufferBytes = 16 * 1024;
 
@@ -170,8 +170,10 @@ void append(const Event &e) {
 
 void request_dump(const char *trigger) {
   int code = 1;
-  if (trigger[0] == 'a') code = 2;
-  else if (trigger[0] == 'o') code = 3;
+  if (trigger[0] == 'a')
+    code = 2;
+  else if (trigger[0] == 'o')
+    code = 3;
   State &s = S();
   s.dump_request.store(code);
   ring_fd(s.wake_fd);

@@ -88,8 +88,10 @@ uintptr_t find_backward_waiter(const Interp &in, uintptr_t self) {
     if (walk_frames(in, t, &top, 1) != 1 || !classify(in, top)) continue;
     int slot = -1, free_slot = -1;
     for (int i = 0; i < kWaiters; ++i) {
-      if (g.waiters[i].seq && g.waiters[i].tstate == t && g.waiters[i].code == top.code) slot = i;
-      else if (!g.waiters[i].seq && free_slot < 0) free_slot = i;
+      if (g.waiters[i].seq && g.waiters[i].tstate == t && g.waiters[i].code == top.code)
+        slot = i;
+      else if (!g.waiters[i].seq && free_slot < 0)
+        free_slot = i;
     }
     if (slot < 0) {
       if (free_slot < 0) continue;  // more waiters than slots: the known ones win

@@ -23,7 +23,9 @@ struct PositionKey {
   int64_t offset;
   uint64_t fingerprint;  // code_fingerprint(): detects address reuse
   bool operator==(const PositionKey &) const = default;
-  uint64_t hash() const { return mix64(fingerprint ^ (static_cast<uint64_t>(offset) * 0x9e3779b97f4a7c15ULL)); }
+  uint64_t hash() const {
+    return mix64(fingerprint ^ (static_cast<uint64_t>(offset) * 0x9e3779b97f4a7c15ULL));
+  }
 };
 
 class LocationTable {

@@ -142,8 +142,8 @@ bool copy_unicode(const Interp &in, uintptr_t obj, size_t cap, std::string &out)
 bool decode_location(const Interp &in, uintptr_t code, int64_t offset, DecodedLocation &out) {
   const Layout &l = *in.layout;
   if (!plausible(code) || rd_ptr(code + 8) != in.code_type) return false;
-  uintptr_t name = rd_ptr(code + (l.co_qualname != kAbsent ? static_cast<uint32_t>(l.co_qualname)
-                                                            : l.co_name));
+  uintptr_t name =
+      rd_ptr(code + (l.co_qualname != kAbsent ? static_cast<uint32_t>(l.co_qualname) : l.co_name));
   if (!copy_unicode(in, name, kMaxNameBytes, out.function)) out.function = "<unknown>";
   if (!copy_unicode(in, rd_ptr(code + l.co_filename), kMaxFileBytes, out.file))
     out.file = "<unknown>";

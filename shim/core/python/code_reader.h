@@ -4,14 +4,14 @@
 // without the GIL on 3.11, so no version uses it).
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
-#include <bit>
 #include <string>
 
-#include "shim/core/shard_lock.h"  // mix64
 #include "shim/core/python/python_runtime.h"
 #include "shim/core/python/raw_read.h"
+#include "shim/core/shard_lock.h"  // mix64
 
 namespace torchseal::py {
 
@@ -32,7 +32,8 @@ inline uint64_t code_fingerprint(const Layout &l, uintptr_t code) {
   if (l.co_qualname != kAbsent)
     h ^= std::rotl(static_cast<uint64_t>(rd_ptr(code + static_cast<uint32_t>(l.co_qualname))), 37);
   h ^= std::rotl(static_cast<uint64_t>(rd_ptr(code + l.co_linetable)), 51);
-  h += static_cast<uint64_t>(static_cast<uint32_t>(rd<int32_t>(code + l.co_firstlineno))) * 0x9e3779b97f4a7c15ULL;
+  h += static_cast<uint64_t>(static_cast<uint32_t>(rd<int32_t>(code + l.co_firstlineno))) *
+       0x9e3779b97f4a7c15ULL;
   h += rd<uint64_t>(code + l.co_identity_word) * 0xc2b2ae3d27d4eb4fULL;
   return h;
 }
@@ -40,7 +41,7 @@ inline uint64_t code_fingerprint(const Layout &l, uintptr_t code) {
 struct DecodedLocation {
   std::string function;  // co_qualname (3.11+) or co_name (3.10)
   std::string file;
-  int line = 0;          // 0 when the offset has no line
+  int line = 0;  // 0 when the offset has no line
 };
 
 // `offset` is the byte offset of the current instruction in the bytecode, or

@@ -16,29 +16,29 @@ struct MethodDef {  // PyMethodDef, stable since Python 3.0
   int flags;
   const char *doc;
 };
-constexpr int kMethNoArgs = 0x0004;   // METH_NOARGS
-constexpr int kFileInput = 257;       // Py_file_input
-constexpr int kEvalInput = 258;       // Py_eval_input
+constexpr int kMethNoArgs = 0x0004;  // METH_NOARGS
+constexpr int kFileInput = 257;      // Py_file_input
+constexpr int kEvalInput = 258;      // Py_eval_input
 
 struct CApi {
   int (*is_initialized)() = nullptr;
   int (*is_finalizing)() = nullptr;
-  void *(*this_thread_state)() = nullptr;          // PyGILState_GetThisThreadState
-  int (*gil_ensure)() = nullptr;                   // PyGILState_Ensure
-  void (*gil_release)(int) = nullptr;              // PyGILState_Release
+  void *(*this_thread_state)() = nullptr;  // PyGILState_GetThisThreadState
+  int (*gil_ensure)() = nullptr;           // PyGILState_Ensure
+  void (*gil_release)(int) = nullptr;      // PyGILState_Release
   int (*add_pending_call)(int (*)(void *), void *) = nullptr;
   Obj *(*run_string)(const char *, int, Obj *, Obj *, void *) = nullptr;  // PyRun_StringFlags
   Obj *(*dict_new)() = nullptr;
-  Obj *(*eval_get_builtins)() = nullptr;           // borrowed
+  Obj *(*eval_get_builtins)() = nullptr;  // borrowed
   int (*dict_set_item_string)(Obj *, const char *, Obj *) = nullptr;
   int (*bytes_as_string_and_size)(Obj *, char **, ssize_t *) = nullptr;
-  void (*inc_ref)(Obj *) = nullptr;                // Py_IncRef
-  void (*dec_ref)(Obj *) = nullptr;                // Py_DecRef
+  void (*inc_ref)(Obj *) = nullptr;  // Py_IncRef
+  void (*dec_ref)(Obj *) = nullptr;  // Py_DecRef
   void (*err_fetch)(Obj **, Obj **, Obj **) = nullptr;
   void (*err_restore)(Obj *, Obj *, Obj *) = nullptr;
   void (*err_clear)() = nullptr;
   Obj *(*cfunction_new)(MethodDef *, Obj *, Obj *) = nullptr;  // PyCFunction_NewEx
-  Obj *none = nullptr;                             // &_Py_NoneStruct
+  Obj *none = nullptr;                                         // &_Py_NoneStruct
 
   // True when the interpreter can run code now (initialised, not finalizing).
   bool alive() const { return is_initialized() && !is_finalizing(); }

@@ -13,37 +13,101 @@ namespace {
 // (3.11.7's table reads Debian's 3.11.2 correctly), so one row per minor.
 constexpr Layout kLayouts[] = {
     // 3.10: tstate->frame is a PyFrameObject*; f_lasti counts code units.
-    {.minor = 10, .ts_frame = 24, .cframe_current_frame = kAbsent,
-     .fr_code = 32, .fr_previous = 24, .fr_position = 96, .fr_owner = kAbsent,
-     .co_firstlineno = 40, .co_filename = 104, .co_name = 112, .co_qualname = kAbsent,
-     .co_linetable = 120, .co_firsttraceable = kAbsent, .co_code_adaptive = kAbsent,
-     .co_identity_word = 48, .co_identity_is_size = false,
-     .str_length = 16, .str_state = 32, .str_ascii_data = 48, .str_compact_data = 72,
-     .str_has_ready_bit = true, .bytes_size = 16, .bytes_data = 32},
+    {.minor = 10,
+     .ts_frame = 24,
+     .cframe_current_frame = kAbsent,
+     .fr_code = 32,
+     .fr_previous = 24,
+     .fr_position = 96,
+     .fr_owner = kAbsent,
+     .co_firstlineno = 40,
+     .co_filename = 104,
+     .co_name = 112,
+     .co_qualname = kAbsent,
+     .co_linetable = 120,
+     .co_firsttraceable = kAbsent,
+     .co_code_adaptive = kAbsent,
+     .co_identity_word = 48,
+     .co_identity_is_size = false,
+     .str_length = 16,
+     .str_state = 32,
+     .str_ascii_data = 48,
+     .str_compact_data = 72,
+     .str_has_ready_bit = true,
+     .bytes_size = 16,
+     .bytes_data = 32},
     // 3.11: tstate->cframe->current_frame; prev_instr is the last executed unit.
-    {.minor = 11, .ts_frame = 56, .cframe_current_frame = 8,
-     .fr_code = 32, .fr_previous = 48, .fr_position = 56, .fr_owner = 69,
-     .co_firstlineno = 72, .co_filename = 112, .co_name = 120, .co_qualname = 128,
-     .co_linetable = 136, .co_firsttraceable = 168, .co_code_adaptive = 184,
-     .co_identity_word = 16, .co_identity_is_size = true,
-     .str_length = 16, .str_state = 32, .str_ascii_data = 48, .str_compact_data = 72,
-     .str_has_ready_bit = true, .bytes_size = 16, .bytes_data = 32},
+    {.minor = 11,
+     .ts_frame = 56,
+     .cframe_current_frame = 8,
+     .fr_code = 32,
+     .fr_previous = 48,
+     .fr_position = 56,
+     .fr_owner = 69,
+     .co_firstlineno = 72,
+     .co_filename = 112,
+     .co_name = 120,
+     .co_qualname = 128,
+     .co_linetable = 136,
+     .co_firsttraceable = 168,
+     .co_code_adaptive = 184,
+     .co_identity_word = 16,
+     .co_identity_is_size = true,
+     .str_length = 16,
+     .str_state = 32,
+     .str_ascii_data = 48,
+     .str_compact_data = 72,
+     .str_has_ready_bit = true,
+     .bytes_size = 16,
+     .bytes_data = 32},
     // 3.12: cframe->current_frame moved to offset 0; no wstr in strings.
-    {.minor = 12, .ts_frame = 56, .cframe_current_frame = 0,
-     .fr_code = 0, .fr_previous = 8, .fr_position = 56, .fr_owner = 70,
-     .co_firstlineno = 68, .co_filename = 112, .co_name = 120, .co_qualname = 128,
-     .co_linetable = 136, .co_firsttraceable = 176, .co_code_adaptive = 192,
-     .co_identity_word = 16, .co_identity_is_size = true,
-     .str_length = 16, .str_state = 32, .str_ascii_data = 40, .str_compact_data = 56,
-     .str_has_ready_bit = false, .bytes_size = 16, .bytes_data = 32},
+    {.minor = 12,
+     .ts_frame = 56,
+     .cframe_current_frame = 0,
+     .fr_code = 0,
+     .fr_previous = 8,
+     .fr_position = 56,
+     .fr_owner = 70,
+     .co_firstlineno = 68,
+     .co_filename = 112,
+     .co_name = 120,
+     .co_qualname = 128,
+     .co_linetable = 136,
+     .co_firsttraceable = 176,
+     .co_code_adaptive = 192,
+     .co_identity_word = 16,
+     .co_identity_is_size = true,
+     .str_length = 16,
+     .str_state = 32,
+     .str_ascii_data = 40,
+     .str_compact_data = 56,
+     .str_has_ready_bit = false,
+     .bytes_size = 16,
+     .bytes_data = 32},
     // 3.13: no cframe; f_executable may hold None for entry frames.
-    {.minor = 13, .ts_frame = 72, .cframe_current_frame = kAbsent,
-     .fr_code = 0, .fr_previous = 8, .fr_position = 56, .fr_owner = 70,
-     .co_firstlineno = 68, .co_filename = 112, .co_name = 120, .co_qualname = 128,
-     .co_linetable = 136, .co_firsttraceable = 184, .co_code_adaptive = 200,
-     .co_identity_word = 16, .co_identity_is_size = true,
-     .str_length = 16, .str_state = 32, .str_ascii_data = 40, .str_compact_data = 56,
-     .str_has_ready_bit = false, .bytes_size = 16, .bytes_data = 32},
+    {.minor = 13,
+     .ts_frame = 72,
+     .cframe_current_frame = kAbsent,
+     .fr_code = 0,
+     .fr_previous = 8,
+     .fr_position = 56,
+     .fr_owner = 70,
+     .co_firstlineno = 68,
+     .co_filename = 112,
+     .co_name = 120,
+     .co_qualname = 128,
+     .co_linetable = 136,
+     .co_firsttraceable = 184,
+     .co_code_adaptive = 200,
+     .co_identity_word = 16,
+     .co_identity_is_size = true,
+     .str_length = 16,
+     .str_state = 32,
+     .str_ascii_data = 40,
+     .str_compact_data = 56,
+     .str_has_ready_bit = false,
+     .bytes_size = 16,
+     .bytes_data = 32},
 };
 
 // Mirror of the parts of 3.13's _Py_DebugOffsets (internal/pycore_runtime.h)
@@ -53,30 +117,52 @@ struct DebugOffsets313 {
   char cookie[8];
   uint64_t version;
   uint64_t free_threaded;
-  struct { uint64_t size, finalizing, interpreters_head; } runtime_state;
+  struct {
+    uint64_t size, finalizing, interpreters_head;
+  } runtime_state;
   struct {
     uint64_t size, id, next, threads_head, gc, imports_modules, sysdict, builtins, ceval_gil,
         gil_runtime_state, gil_runtime_state_enabled, gil_runtime_state_locked,
         gil_runtime_state_holder;
   } interpreter_state;
   struct {
-    uint64_t size, prev, next, interp, current_frame, thread_id, native_thread_id,
-        datastack_chunk, status;
+    uint64_t size, prev, next, interp, current_frame, thread_id, native_thread_id, datastack_chunk,
+        status;
   } thread_state;
-  struct { uint64_t size, previous, executable, instr_ptr, localsplus, owner; } interpreter_frame;
+  struct {
+    uint64_t size, previous, executable, instr_ptr, localsplus, owner;
+  } interpreter_frame;
   struct {
     uint64_t size, filename, name, qualname, linetable, firstlineno, argcount, localsplusnames,
         localspluskinds, co_code_adaptive;
   } code_object;
-  struct { uint64_t size, ob_type; } pyobject;
-  struct { uint64_t size, tp_name, tp_repr, tp_flags; } type_object;
-  struct { uint64_t size, ob_item, ob_size; } tuple_object;
-  struct { uint64_t size, ob_item, ob_size; } list_object;
-  struct { uint64_t size, ma_keys, ma_values; } dict_object;
-  struct { uint64_t size, ob_fval; } float_object;
-  struct { uint64_t size, lv_tag, ob_digit; } long_object;
-  struct { uint64_t size, ob_size, ob_sval; } bytes_object;
-  struct { uint64_t size, state, length, asciiobject_size; } unicode_object;
+  struct {
+    uint64_t size, ob_type;
+  } pyobject;
+  struct {
+    uint64_t size, tp_name, tp_repr, tp_flags;
+  } type_object;
+  struct {
+    uint64_t size, ob_item, ob_size;
+  } tuple_object;
+  struct {
+    uint64_t size, ob_item, ob_size;
+  } list_object;
+  struct {
+    uint64_t size, ma_keys, ma_values;
+  } dict_object;
+  struct {
+    uint64_t size, ob_fval;
+  } float_object;
+  struct {
+    uint64_t size, lv_tag, ob_digit;
+  } long_object;
+  struct {
+    uint64_t size, ob_size, ob_sval;
+  } bytes_object;
+  struct {
+    uint64_t size, state, length, asciiobject_size;
+  } unicode_object;
 };
 static_assert(offsetof(DebugOffsets313, thread_state) == 152);
 static_assert(offsetof(DebugOffsets313, code_object) == 272);

@@ -43,12 +43,14 @@ int walk_frames(const Interp &in, uintptr_t tstate, PositionKey *out, int cap) {
       // Python's own f_back walk; generators are exempt, they may be
       // suspended at any point and only linked while running.
       if (owner != kOwnedByGenerator &&
-          ip < first + 2 * static_cast<uint64_t>(rd<int32_t>(code + static_cast<uint32_t>(l.co_firsttraceable))))
+          ip < first + 2 * static_cast<uint64_t>(
+                               rd<int32_t>(code + static_cast<uint32_t>(l.co_firsttraceable))))
         continue;
       offset = static_cast<int64_t>(ip - first);
       // A not-yet-started frame points one unit before the code (3.11/3.12).
       if (offset < 0) offset = -1;
-      if (l.co_identity_is_size && offset >= 2 * rd<int64_t>(code + l.co_identity_word)) offset = -1;
+      if (l.co_identity_is_size && offset >= 2 * rd<int64_t>(code + l.co_identity_word))
+        offset = -1;
     }
     out[n++] = PositionKey{code, offset, code_fingerprint(l, code)};
   }

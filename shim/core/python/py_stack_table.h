@@ -9,8 +9,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "shim/core/python/code_locations.h"
 #include "report/model/event.h"  // PyStackId
+#include "shim/core/python/code_locations.h"
 #include "shim/core/shard_lock.h"
 
 namespace torchseal::py {
@@ -32,7 +32,7 @@ class PyStackTable {
   };
   ShardLock lock_;
   std::vector<LocId> ids_;
-  std::vector<Entry> entries_;                        // PyStackId - 1 -> Entry
+  std::vector<Entry> entries_;  // PyStackId - 1 -> Entry
   std::unordered_multimap<uint64_t, PyStackId> by_hash_;
 };
 

@@ -11,9 +11,9 @@
 #include "shim/core/python/backward_waiter.h"
 #include "shim/core/python/code_locations.h"
 #include "shim/core/python/frame_walker.h"
-#include "shim/runtime/log.h"
 #include "shim/core/python/py_stack_table.h"
 #include "shim/core/python/python_runtime.h"
+#include "shim/runtime/log.h"
 
 namespace torchseal::py {
 namespace {
@@ -76,7 +76,8 @@ thread_local ThreadCacheHolder t_holder;
 
 __attribute__((always_inline)) inline ThreadCache *thread_cache() {
   ThreadCacheHolder &h = t_holder;
-  if (!h.cache && !h.dead) h.cache = static_cast<ThreadCache *>(std::calloc(1, sizeof(ThreadCache)));
+  if (!h.cache && !h.dead)
+    h.cache = static_cast<ThreadCache *>(std::calloc(1, sizeof(ThreadCache)));
   return h.cache;
 }
 
@@ -170,7 +171,9 @@ std::atomic<BorrowLabelFn> g_borrow_label{nullptr};
 
 // Frames (innermost first) to a PyStackId, through the thread's caches.
 // `label` (0 = none) goes in as the innermost frame and into the hash.
-__attribute__((always_inline)) inline PyStackId intern_frames(const Interp &in, const PositionKey *frames, int n, LocId label) {
+__attribute__((always_inline)) inline PyStackId intern_frames(const Interp &in,
+                                                              const PositionKey *frames, int n,
+                                                              LocId label) {
   ThreadCache *tc = thread_cache();
   uint64_t h = stack_hash(frames, n);
   if (label) h = mix64(h ^ label) | 1;
@@ -188,7 +191,8 @@ __attribute__((always_inline)) inline PyStackId intern_frames(const Interp &in, 
     if (id) ids[m++] = id;
   }
   if (in.is_finalizing()) return 0;
-  PyStackId id = stacks().intern(ids, static_cast<size_t>(m), PyStackTable::hash(ids, static_cast<size_t>(m)));
+  PyStackId id =
+      stacks().intern(ids, static_cast<size_t>(m), PyStackTable::hash(ids, static_cast<size_t>(m)));
   if (slot && id) *slot = {h, id};
   return id;
 }
@@ -260,7 +264,8 @@ void export_all(std::vector<std::vector<PyFrame>> &out) {
   std::vector<std::vector<LocId>> seqs;
   stacks().copy_since(0, seqs);
   out.assign(seqs.size() + 1, {});
-  for (size_t i = 0; i < seqs.size(); ++i) locations().frames(seqs[i].data(), seqs[i].size(), out[i + 1]);
+  for (size_t i = 0; i < seqs.size(); ++i)
+    locations().frames(seqs[i].data(), seqs[i].size(), out[i + 1]);
 }
 
 void for_each_since(uint64_t &cursor,

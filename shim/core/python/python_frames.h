@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "report/model/analysis_input.h"  // PyFrame
-#include "report/model/event.h"     // PyStackId
+#include "report/model/event.h"           // PyStackId
 
 namespace torchseal::py {
 

@@ -22,8 +22,6 @@ inline uintptr_t rd_ptr(uintptr_t addr) { return rd<uintptr_t>(addr); }
 // interpreter: user-space x86-64/aarch64 canonical range and 8-byte aligned
 // (every CPython object and interpreter frame is). It catches NULL, small
 // tags and obvious garbage; it cannot prove the memory is mapped.
-inline bool plausible(uintptr_t p) {
-  return p >= 4096 && (p & 7) == 0 && p < (uintptr_t{1} << 47);
-}
+inline bool plausible(uintptr_t p) { return p >= 4096 && (p & 7) == 0 && p < (uintptr_t{1} << 47); }
 
 }  // namespace torchseal::py

@@ -12,12 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "shim/core/python/cpython_api.h"
 #include "holder_scan_source.h"
 #include "report/analysis/holders.h"  // report/lib: all_holders
+#include "shim/core/python/cpython_api.h"
+#include "shim/core/recorder.h"
 #include "shim/runtime/lifecycle.h"
 #include "shim/runtime/log.h"
-#include "shim/core/recorder.h"
 
 namespace torchseal::holders {
 namespace {

@@ -6,8 +6,8 @@ namespace torchseal::unwind {
 
 std::atomic<uint64_t> *RuleTable::map_table() {
   // Anonymous zero pages: only the slots in use ever become resident.
-  void *p = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                 -1, 0);
+  void *p = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   return p == MAP_FAILED ? nullptr : static_cast<std::atomic<uint64_t> *>(p);
 }
 

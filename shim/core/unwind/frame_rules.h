@@ -28,7 +28,7 @@ struct FrameRule {
   RuleKind kind = RuleKind::Absent;
   bool rbp_base = false;  // CFA is rbp-relative (else rsp-relative)
   int32_t cfa_off = 0;
-  int32_t rbp_off = 0;    // 0: the frame leaves rbp alone
+  int32_t rbp_off = 0;  // 0: the frame leaves rbp alone
 
   // The frame-pointer frame: CFA = rbp + 16, caller's rbp saved at CFA - 16.
   static constexpr FrameRule frame_pointer() { return {RuleKind::Step, true, 16, -16}; }

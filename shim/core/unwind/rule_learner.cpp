@@ -94,8 +94,8 @@ FrameRule learn_rule(uint64_t ip, uint64_t rsp, uint64_t rbp, uint64_t stack_hi)
   int32_t rbp_off = 0;
   if (g_api.get_save_loc(&cur, UNW_X86_64_RBP, &loc) == 0 && loc.type == UNW_SLT_MEMORY) {
     auto a = static_cast<uint64_t>(loc.u.addr);
-    bool in_context = a >= reinterpret_cast<uint64_t>(&uc) &&
-                      a < reinterpret_cast<uint64_t>(&uc) + sizeof uc;
+    bool in_context =
+        a >= reinterpret_cast<uint64_t>(&uc) && a < reinterpret_cast<uint64_t>(&uc) + sizeof uc;
     if (!in_context) {
       if (a < rsp || a + 8 > cfa) return fallback();
       rbp_off = static_cast<int32_t>(static_cast<int64_t>(a) - static_cast<int64_t>(cfa));
@@ -117,9 +117,9 @@ FrameRule learn_rule(uint64_t ip, uint64_t rsp, uint64_t rbp, uint64_t stack_hi)
   // The rule must reproduce what libunwind found, from the same registers.
   uint64_t c = (rule.rbp_base ? rbp : rsp) + static_cast<uint64_t>(rule.cfa_off);
   uint64_t got_ip = *reinterpret_cast<const uint64_t *>(c - 8);
-  uint64_t got_rbp = rule.rbp_off
-                         ? *reinterpret_cast<const uint64_t *>(c + static_cast<int64_t>(rule.rbp_off))
-                         : rbp;
+  uint64_t got_rbp =
+      rule.rbp_off ? *reinterpret_cast<const uint64_t *>(c + static_cast<int64_t>(rule.rbp_off))
+                   : rbp;
   if (c != cfa || got_ip != next_ip || got_rbp != next_rbp) return fallback();
   return rule;
 }

@@ -8,10 +8,10 @@
 #include <atomic>
 #include <cstring>
 
-#include "shim/core/unwind/frame_rules.h"
 #include "shim/core/ip_hash.h"
-#include "shim/runtime/log.h"
+#include "shim/core/unwind/frame_rules.h"
 #include "shim/core/unwind/rule_learner.h"
+#include "shim/runtime/log.h"
 
 namespace torchseal {
 namespace {
@@ -211,10 +211,11 @@ void check_against_libunwind(const uint64_t *fast, int n, int max) {
   if (g_mismatches.fetch_add(1, std::memory_order_relaxed) == 0) {
     int at = 0;
     while (at < n && at < m && fast[at] == r[at]) ++at;
-    log::warn("unwind check: first differing stack: fast walker %d frames, libunwind %d; "
-              "frame %d is %#llx vs %#llx",
-              n, m, at, static_cast<unsigned long long>(at < n ? fast[at] : 0),
-              static_cast<unsigned long long>(at < m ? r[at] : 0));
+    log::warn(
+        "unwind check: first differing stack: fast walker %d frames, libunwind %d; "
+        "frame %d is %#llx vs %#llx",
+        n, m, at, static_cast<unsigned long long>(at < n ? fast[at] : 0),
+        static_cast<unsigned long long>(at < m ? r[at] : 0));
   }
 }
 
@@ -234,8 +235,9 @@ const char *unwinder_init(UnwindMode mode) {
     g_fast.store(mode != UnwindMode::Libunwind && g_unw_backtrace && unwind::learner_init(h) &&
                  g_rules.reserve());
   }
-  if (g_fast.load()) return mode == UnwindMode::Check ? "learned rules, checked against libunwind"
-                                               : "learned rules + libunwind";
+  if (g_fast.load())
+    return mode == UnwindMode::Check ? "learned rules, checked against libunwind"
+                                     : "learned rules + libunwind";
   if (g_unw_backtrace) return "libunwind";
   // Warm up glibc's backtrace() (it dlopens libgcc_s on first use).
   void *warm[2];
@@ -274,8 +276,9 @@ void unwinder_code_unloaded() {
   if (g_fast.load() && !g_rules.clear()) {
     // Many unloads (each retires a table): stop learning, walk with libunwind.
     g_fast.store(false);
-    log::warn("unwinder: code was unloaded too often to keep learned frame rules; stacks are "
-              "walked by libunwind from now on");
+    log::warn(
+        "unwinder: code was unloaded too often to keep learned frame rules; stacks are "
+        "walked by libunwind from now on");
   }
 }
 
@@ -287,11 +290,11 @@ void unwinder_log_summary() {
   if (g_mode == UnwindMode::Check) {
     uint64_t checked = g_checked.load(), bad = g_mismatches.load();
     // Warn level: it is the answer the user asked for with =check.
-    log::warn("unwind check: %llu stacks compared with libunwind, %llu differed; %llu walked "
-              "by libunwind alone; %llu frame rules learned",
-              static_cast<unsigned long long>(checked), static_cast<unsigned long long>(bad),
-              static_cast<unsigned long long>(fb),
-              static_cast<unsigned long long>(g_learned.load()));
+    log::warn(
+        "unwind check: %llu stacks compared with libunwind, %llu differed; %llu walked "
+        "by libunwind alone; %llu frame rules learned",
+        static_cast<unsigned long long>(checked), static_cast<unsigned long long>(bad),
+        static_cast<unsigned long long>(fb), static_cast<unsigned long long>(g_learned.load()));
   } else {
     log::info("unwinder: %llu stacks handed to libunwind; %llu frame rules learned",
               static_cast<unsigned long long>(fb),

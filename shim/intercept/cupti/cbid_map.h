@@ -50,8 +50,8 @@ class CbidMap {
   // The ApiId for a delivered callback; maps lazily from `function_name` the
   // first time an unmapped cbid is seen.
   ApiId lookup(CUpti_CallbackDomain domain, uint32_t cbid, const char *function_name) {
-    if (cbid >= kMaxCbid || (domain != CUPTI_CB_DOMAIN_DRIVER_API &&
-                             domain != CUPTI_CB_DOMAIN_RUNTIME_API))
+    if (cbid >= kMaxCbid ||
+        (domain != CUPTI_CB_DOMAIN_DRIVER_API && domain != CUPTI_CB_DOMAIN_RUNTIME_API))
       return ApiId::Unknown;
     std::atomic<uint16_t> &s = slot(domain, cbid);
     uint16_t v = s.load(std::memory_order_relaxed);

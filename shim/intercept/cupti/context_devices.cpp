@@ -50,7 +50,8 @@ void remember(CUcontext ctx, int dev) {
 int device_of_context(CUcontext ctx) {
   if (!ctx) return current_device();
   for (Slot &s : g_slots)
-    if (s.ctx.load(std::memory_order_acquire) == ctx) return s.device.load(std::memory_order_relaxed);
+    if (s.ctx.load(std::memory_order_acquire) == ctx)
+      return s.device.load(std::memory_order_relaxed);
   int dev = ask_driver(ctx);
   if (dev >= 0) remember(ctx, dev);
   return dev;

@@ -46,9 +46,9 @@ bool Subscriber::enable_table(CUpti_CallbackDomain domain, uint32_t cbid_limit, 
         });
   }
   if (named > 0) {
-    return enable_ok || check(first_bad, domain == CUPTI_CB_DOMAIN_DRIVER_API
-                                             ? "cuptiEnableCallback(driver)"
-                                             : "cuptiEnableCallback(runtime)",
+    return enable_ok || check(first_bad,
+                              domain == CUPTI_CB_DOMAIN_DRIVER_API ? "cuptiEnableCallback(driver)"
+                                                                   : "cuptiEnableCallback(runtime)",
                               why);
   }
   // This CUPTI cannot name cbids: take the whole domain and map each cbid

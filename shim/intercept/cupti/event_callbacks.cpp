@@ -4,12 +4,12 @@
 
 #include <atomic>
 
-#include "shim/intercept/cupti/context_devices.h"
 #include "shim/core/context_id.h"
+#include "shim/core/record_call.h"
+#include "shim/intercept/cupti/context_devices.h"
+#include "shim/intercept/cupti/param_decode.h"
 #include "shim/intercept/driver_api.h"
 #include "shim/runtime/lifecycle.h"
-#include "shim/intercept/cupti/param_decode.h"
-#include "shim/core/record_call.h"
 
 namespace torchseal {
 // The shim's lifecycle: the first event recorded in a process (a forked child
@@ -67,10 +67,14 @@ void mark_recorded() {
 
 bool roles_match(Role runtime, Role driver) {
   switch (runtime) {
-    case Role::Alloc: return driver == Role::Alloc;
-    case Role::Free: return driver == Role::Free || driver == Role::Release;
-    case Role::Teardown: return driver == Role::Teardown;
-    default: return false;
+    case Role::Alloc:
+      return driver == Role::Alloc;
+    case Role::Free:
+      return driver == Role::Free || driver == Role::Release;
+    case Role::Teardown:
+      return driver == Role::Teardown;
+    default:
+      return false;
   }
 }
 
@@ -169,8 +173,10 @@ void on_driver(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
       return;
     case Role::Free:
     case Role::Release:
-      if (enter) on_free_enter(drv, cb);
-      else on_free_exit(cb, rc);
+      if (enter)
+        on_free_enter(drv, cb);
+      else
+        on_free_exit(cb, rc);
       return;
     case Role::Map:
     case Role::Unmap:

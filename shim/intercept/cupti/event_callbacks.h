@@ -10,8 +10,8 @@
 namespace torchseal::cupti {
 
 // The one CUpti_CallbackFunc handed to cuptiSubscribe (userdata unused).
-void CUPTIAPI on_cupti_callback(void *userdata, CUpti_CallbackDomain domain,
-                                CUpti_CallbackId cbid, const void *cbdata);
+void CUPTIAPI on_cupti_callback(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                                const void *cbdata);
 
 // CBID -> ApiId, filled by the subscriber (eagerly) or by the callback
 // (lazily). Never destroyed: callbacks may still run while the process exits.

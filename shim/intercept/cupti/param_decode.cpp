@@ -56,8 +56,12 @@ void range(const void *params, CallArgs &a) {
 bool decode_driver_params(ApiId id, const void *params, bool ok, CallArgs &a) {
   if (!params) return false;
   switch (id) {
-    case ApiId::cuMemAlloc_v2: device_alloc<cuMemAlloc_v2_params>(params, ok, a); return true;
-    case ApiId::cuMemAllocAsync: device_alloc<cuMemAllocAsync_params>(params, ok, a); return true;
+    case ApiId::cuMemAlloc_v2:
+      device_alloc<cuMemAlloc_v2_params>(params, ok, a);
+      return true;
+    case ApiId::cuMemAllocAsync:
+      device_alloc<cuMemAllocAsync_params>(params, ok, a);
+      return true;
     case ApiId::cuMemAllocAsync_ptsz:
       device_alloc<cuMemAllocAsync_ptsz_params>(params, ok, a);
       return true;
@@ -67,19 +71,33 @@ bool decode_driver_params(ApiId id, const void *params, bool ok, CallArgs &a) {
     case ApiId::cuMemAllocFromPoolAsync_ptsz:
       device_alloc<cuMemAllocFromPoolAsync_ptsz_params>(params, ok, a);
       return true;
-    case ApiId::cuMemAllocManaged: device_alloc<cuMemAllocManaged_params>(params, ok, a); return true;
+    case ApiId::cuMemAllocManaged:
+      device_alloc<cuMemAllocManaged_params>(params, ok, a);
+      return true;
     case ApiId::cuMemAllocPitch_v2: {
       const auto &p = as<cuMemAllocPitch_v2_params>(params);
       a.addr = (ok && p.dptr) ? *p.dptr : 0;
       a.size = pitched_bytes(ok, p.pPitch, p.WidthInBytes, p.Height);
       return true;
     }
-    case ApiId::cuMemFree_v2: a.addr = as<cuMemFree_v2_params>(params).dptr; return true;
-    case ApiId::cuMemFreeAsync: async_free<cuMemFreeAsync_params>(params, a); return true;
-    case ApiId::cuMemFreeAsync_ptsz: async_free<cuMemFreeAsync_ptsz_params>(params, a); return true;
-    case ApiId::cuMemAllocHost_v2: host_alloc<cuMemAllocHost_v2_params>(params, ok, a); return true;
-    case ApiId::cuMemHostAlloc: host_alloc<cuMemHostAlloc_params>(params, ok, a); return true;
-    case ApiId::cuMemFreeHost: a.addr = u64(as<cuMemFreeHost_params>(params).p); return true;
+    case ApiId::cuMemFree_v2:
+      a.addr = as<cuMemFree_v2_params>(params).dptr;
+      return true;
+    case ApiId::cuMemFreeAsync:
+      async_free<cuMemFreeAsync_params>(params, a);
+      return true;
+    case ApiId::cuMemFreeAsync_ptsz:
+      async_free<cuMemFreeAsync_ptsz_params>(params, a);
+      return true;
+    case ApiId::cuMemAllocHost_v2:
+      host_alloc<cuMemAllocHost_v2_params>(params, ok, a);
+      return true;
+    case ApiId::cuMemHostAlloc:
+      host_alloc<cuMemHostAlloc_params>(params, ok, a);
+      return true;
+    case ApiId::cuMemFreeHost:
+      a.addr = u64(as<cuMemFreeHost_params>(params).p);
+      return true;
     case ApiId::cuMemCreate: {
       const auto &p = as<cuMemCreate_params>(params);
       a.addr = (ok && p.handle) ? *p.handle : 0;
@@ -87,19 +105,25 @@ bool decode_driver_params(ApiId id, const void *params, bool ok, CallArgs &a) {
       a.device = vmm_create_device(p.prop);
       return true;
     }
-    case ApiId::cuMemRelease: a.addr = as<cuMemRelease_params>(params).handle; return true;
+    case ApiId::cuMemRelease:
+      a.addr = as<cuMemRelease_params>(params).handle;
+      return true;
     case ApiId::cuMemMap:
       range<cuMemMap_params>(params, a);
       a.handle = as<cuMemMap_params>(params).handle;
       return true;
-    case ApiId::cuMemUnmap: range<cuMemUnmap_params>(params, a); return true;
+    case ApiId::cuMemUnmap:
+      range<cuMemUnmap_params>(params, a);
+      return true;
     case ApiId::cuMemAddressReserve: {
       const auto &p = as<cuMemAddressReserve_params>(params);
       a.addr = (ok && p.ptr) ? *p.ptr : 0;
       a.size = p.size;
       return true;
     }
-    case ApiId::cuMemAddressFree: range<cuMemAddressFree_params>(params, a); return true;
+    case ApiId::cuMemAddressFree:
+      range<cuMemAddressFree_params>(params, a);
+      return true;
     case ApiId::cuCtxDestroy_v2:
       a.context = context_id_of(as<cuCtxDestroy_v2_params>(params).ctx);
       return true;
