@@ -12,7 +12,7 @@ library only.
 """
 
 from .check import SKIP, Checker, Failed, load_json, skip
-from .env import clean_env, need, preload, with_simcuda
+from .env import clean_env, interpreter_env, need, preload, with_simcuda
 from .process import Result, run, tail
 
 __all__ = ["SKIP", "Checker", "Failed", "load_json", "skip", "clean_env", "need", "preload",

@@ -26,6 +26,16 @@ def preload(*libs):
     return ":".join(sanitizer_runtimes() + [lib for lib in libs if lib])
 
 
+def interpreter_env(env):
+    """`env` for an uninstrumented interpreter (python3) that loads the shim
+    in a sanitizer run: the interpreter's own allocations at exit are not
+    ours, so LeakSanitizer is off in that child only."""
+    opts = env.get("ASAN_OPTIONS")
+    if opts:
+        env = dict(env, ASAN_OPTIONS=opts.replace("detect_leaks=1", "detect_leaks=0"))
+    return env
+
+
 def clean_env(drop_prefixes=STEERING_PREFIXES, drop=()):
     """The caller's environment minus anything that would steer the run;
     LD_PRELOAD holds only the sanitizer runtimes (the shim is added per run)."""

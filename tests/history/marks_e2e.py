@@ -13,7 +13,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from harness import Checker, Failed, preload, run as run_process  # noqa: E402
+from harness import Checker, Failed, interpreter_env, preload, run as run_process  # noqa: E402
 
 CHECK = Checker("history marks")
 
@@ -87,7 +87,7 @@ def main():
                    TORCHSEAL_OUTPUT=py_prefix,
                    PYTHONPATH=os.pathsep.join([helper_dir, examples_py]),
                    PYTHONDONTWRITEBYTECODE="1")
-        run([sys.executable, py_program], env=env)
+        run([sys.executable, py_program], env=interpreter_env(env))
         check("Python", py_prefix + ".tseal", cli, tmp,
                           ["py: epoch 1", "py: validation \u00e9"],
                           ["py: before any CUDA call"], threads=1)
@@ -96,7 +96,7 @@ def main():
         plain = os.path.join(tmp, "plain")
         env = dict(os.environ, LD_PRELOAD=preload(shim), LD_LIBRARY_PATH=simcuda,
                    TORCHSEAL_OUTPUT=plain, PYTHONPATH=examples_py, PYTHONDONTWRITEBYTECODE="1")
-        run([sys.executable, "-c", "import toytorch as tt; k = tt.zeros(64)"], env=env)
+        run([sys.executable, "-c", "import toytorch as tt; k = tt.zeros(64)"], env=interpreter_env(env))
         r = run([cli, "report", plain + ".tseal", "--format", "json"])
         CHECK.true("a history without marks has no marks key", "marks" not in json.loads(r.stdout))
         CHECK.true("a history without marks has no Marks: section",
