@@ -95,8 +95,6 @@ print("cost: %d parameters" % params, flush=True)
 """
 
 
-TORCH_EXIT_ABORT = "terminate called without an active exception"
-
 
 def run_cli(py, script_text, tmp, name, mode, exit_code=None, extra=None):
     script = os.path.join(tmp, name + ".py")
@@ -111,17 +109,10 @@ def run_cli(py, script_text, tmp, name, mode, exit_code=None, extra=None):
     cmd += ["--", "bash", SIMGPU, "--build", BUILD, py, script]
     env = tier.sim_env(mode="expandable" if mode == "expandable" else "plain")
     env["PYTHONPATH"] = tier.EXAMPLES + ":" + os.path.join(tier.SRC, "python")
-    env["TORCHSEAL_HOLDERS"] = "auto"  # opt-in while it makes torch's exit abort frequent
     env.update(extra or {})
     t0 = time.time()
-    # torch's own exit-time abort (docs/holders.md, "Known problem") is not
-    # this test's subject: a run that died of it, and only of it, is run again.
-    for attempt in range(3):
-        p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           text=True, timeout=600)
-        if not (p.returncode in (-6, 134) and TORCH_EXIT_ABORT in p.stdout):
-            break
-        print(f"  (torch's exit abort, attempt {attempt + 1}; running again)")
+    p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True, timeout=600)
     print(f"$ torchseal run {' '.join(cmd[3:cmd.index('--')])} -- {name}.py  "
           f"[{mode}, exit {p.returncode}, {time.time() - t0:.1f}s]")
     for line in p.stdout.splitlines()[-12:]:

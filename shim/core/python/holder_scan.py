@@ -455,6 +455,16 @@ def scan(budget_seconds):
             lines = _group(search)
     finally:
         sys.setswitchinterval(interval)
+        # A thread that asked for the GIL during the scan is still in a wait
+        # timed with the raised interval, and a thread only gives the GIL up
+        # on request: without this it could wait until finalization has
+        # begun, and a thread that takes the GIL then is ended by CPython in
+        # the middle of its work (PyTorch's autograd thread, dropping a graph
+        # task, aborts the process: "terminate called without an active
+        # exception"). Each release wakes one waiter, which then waits with
+        # the normal interval.
+        for _ in range(3):
+            time.sleep(0.0005)
         # A function frame's f_locals (3.10-3.12) is a snapshot dict the
         # frame keeps: left filled, it would keep this step's tensors alive
         # past their last use in the program.
