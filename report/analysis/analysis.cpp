@@ -76,7 +76,7 @@ bool same_frames(const std::vector<PythonFrame> &a, const std::vector<PythonFram
 // the same source site, so the match is on symbolized frames).
 void attach_growth_holders(const AnalysisInput &in, const HeldMap &held, SiteIds &sites,
                            std::vector<GrowthEntry> &growth) {
-  if (growth.empty() || in.holders.storages.empty()) return;
+  if (growth.empty() || (in.holders.storages.empty() && in.site_holders.empty())) return;
   struct HeldSite {
     const LiveAlloc *first;
     HolderTotals totals;
@@ -104,6 +104,16 @@ void attach_growth_holders(const AnalysisInput &in, const HeldMap &held, SiteIds
       }
     }
     g.holders = holders_from(totals, in.holders);
+    if (!g.holders.empty()) continue;
+    // Nothing holds it at exit: what held it while the program ran.
+    for (const SiteHolders &s : in.site_holders) {
+      if (api_string(s.api) == g.api && family_name(s.family) == g.kind &&
+          same_frames(sites.python_frames(s.pystack), g.python_frames) &&
+          same_frames(sites.native_frames(s.stack), g.frames)) {
+        g.holders = s.holders;
+        break;
+      }
+    }
   }
 }
 

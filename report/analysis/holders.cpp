@@ -1,6 +1,7 @@
 #include "report/analysis/holders.h"
 
 #include <algorithm>
+#include <tuple>
 
 namespace torchseal {
 
@@ -50,6 +51,24 @@ std::vector<Holder> holders_from(const HolderTotals &totals, const HolderScan &s
   std::stable_sort(out.begin(), out.end(),
                    [](const Holder &a, const Holder &b) { return a.bytes > b.bytes; });
   if (out.size() > limit) out.resize(limit);
+  return out;
+}
+
+std::vector<SiteHolders> holders_by_site(const AnalysisInput &in, size_t limit) {
+  std::vector<SiteHolders> out;
+  if (in.holders.storages.empty()) return out;
+  HeldMap held(in);
+  std::map<std::tuple<StackId, PyStackId, ApiId, Family>, HolderTotals> by_site;
+  for (size_t i = 0; i < in.live.size(); ++i) {
+    if (!held.held(i)) continue;
+    const LiveAlloc &a = in.live[i];
+    held.add(i, by_site[{a.stack, a.pystack, a.api, a.family}]);
+  }
+  out.reserve(by_site.size());
+  for (const auto &[key, totals] : by_site) {
+    auto [stack, pystack, api, family] = key;
+    out.push_back({stack, pystack, api, family, holders_from(totals, in.holders, limit)});
+  }
   return out;
 }
 

@@ -37,6 +37,11 @@ class HeldMap {
 std::vector<Holder> holders_from(const HolderTotals &totals, const HolderScan &scan,
                                  size_t limit = 8);
 
+// Per allocation site (stack, Python stack, API, family) of in.live: the
+// holders of the storages in.holders places inside it. Sites nothing holds
+// are left out.
+std::vector<SiteHolders> holders_by_site(const AnalysisInput &in, size_t limit = 8);
+
 // Every storage of a scan, by chain (an OOM's view: what held the memory).
 std::vector<Holder> all_holders(const HolderScan &scan, size_t limit = 8);
 

@@ -77,6 +77,19 @@ struct HolderScan {
   std::vector<HeldStorage> storages;
 };
 
+// What held one allocation site's memory at the latest scan before exit
+// that found any (a step or a dump). Growth entries take their holders from
+// here when the exit scan finds none: by exit a grower is often gone (a
+// loop's local, a function's return value), and in tensors mode its blocks
+// are freed, so only a scan taken while the program ran can name it.
+struct SiteHolders {
+  StackId stack = 0;
+  PyStackId pystack = 0;
+  ApiId api = ApiId::Unknown;
+  Family family = Family::None;
+  std::vector<Holder> holders;
+};
+
 struct OomRecord {
   ApiId api = ApiId::Unknown;
   uint64_t requested = 0;
@@ -150,6 +163,7 @@ struct AnalysisInput {
   std::vector<StepSample> steps;         // one per step boundary, oldest first
   std::vector<Mark> marks;               // oldest first (history files only)
   HolderScan holders;                    // Python processes: who holds the live memory
+  std::vector<SiteHolders> site_holders;  // ... per site, at the scans before exit
 };
 
 }  // namespace torchseal

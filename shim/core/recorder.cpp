@@ -404,6 +404,12 @@ void Recorder::snapshot(AnalysisInput &in) {
   in.seconds_in_torchseal = counters().self_seconds();
 }
 
+void Recorder::live_now(std::vector<LiveAlloc> &out) {
+  out.clear();
+  for (LiveTable *t : {&live_, &vmm_})
+    t->for_each([&](const LiveRecord &r) { out.push_back(live_alloc_of(r, DetectedAt::Exit)); });
+}
+
 uint64_t Recorder::events() const { return counters().events(); }
 uint64_t Recorder::live_bytes() const { return counters().live_bytes(); }
 

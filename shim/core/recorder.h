@@ -49,6 +49,8 @@ class Recorder {
 
   // Builds the analysis input from the current state (exit, signal, API dump).
   void snapshot(AnalysisInput &in);
+  // The live allocations now, without exporting stacks (a holder scan's view).
+  void live_now(std::vector<LiveAlloc> &out);
   uint64_t events() const;
   // OOMs seen so far (including those past the kept snapshots).
   uint64_t ooms_seen();

@@ -407,12 +407,27 @@ def _index_of(step):
     return None
 
 
+def _marked(steps):
+    # Each step with its index mark (see _index_of). A run of the same
+    # attribute step is one step with a count, which groups like an index:
+    # a loss summed with its graph reaches step k's tensors through k
+    # `.next_functions[0] (AddBackward0)` steps, and all k are one holder.
+    out, marks = [], []
+    for s in steps:
+        if out and s[:1] == "." and s == out[-1] and (marks[-1] is None or
+                                                       marks[-1][1] == s + " (x"):
+            marks[-1] = ((marks[-1][0] if marks[-1] else 1) + 1, s + " (x", ")")
+            continue
+        out.append(s)
+        marks.append(_index_of(s))
+    return out, marks
+
+
 def _group(search):
     groups = {}   # shape -> [group id, steps, {position: (lo, hi, before, after)}]
     out = []
     for ptr, (nbytes, i) in search.storages.items():
-        steps = search.chain(i)
-        marks = [_index_of(s) for s in steps]
+        steps, marks = _marked(search.chain(i))
         shape = tuple(s if m is None else m[1] + "#" + m[2] for s, m in zip(steps, marks))
         g = groups.get(shape)
         if g is None:
@@ -433,7 +448,7 @@ def _group(search):
     return out
 
 
-def scan(budget_seconds):
+def scan(budget_seconds, libraries=True):
     t0 = time.monotonic()
     torch = sys.modules.get("torch")
     if torch is None or not hasattr(torch, "Tensor"):
@@ -447,11 +462,15 @@ def scan(budget_seconds):
         with warnings.catch_warnings():
             # Reading attributes of deprecated objects must not print.
             warnings.simplefilter("ignore")
-            libraries = search.roots(globals())
+            library_modules = search.roots(globals())
             search.run()
-            search.root_depth = _LIBRARY_DEPTH
-            search.module_roots(libraries, globals(), user=False)
-            search.run()
+            if libraries:
+                # Step scans leave them out: what grows across steps is held
+                # by the program, and the libraries' modules are most of a
+                # scan's time, which would space step scans far apart.
+                search.root_depth = _LIBRARY_DEPTH
+                search.module_roots(library_modules, globals(), user=False)
+                search.run()
             lines = _group(search)
     finally:
         sys.setswitchinterval(interval)

@@ -2,6 +2,7 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -29,6 +30,8 @@ constexpr double kStepBudget = 0.5;
 constexpr double kDumpBudget = 2.0;
 constexpr double kExitBudget = 10.0;
 constexpr double kStepShare = 0.05;
+// Sites remembered for growth holders: a program has far fewer growing sites.
+constexpr size_t kMaxSiteHolders = 4096;
 // How long a dump waits for the main thread to reach its pending call.
 constexpr auto kDumpWait = std::chrono::milliseconds(1000 + static_cast<int>(kDumpBudget * 1000));
 
@@ -42,6 +45,9 @@ struct State {
   std::mutex mu;  // guards everything below
   std::condition_variable done_cv;
   HolderScan latest;
+  // Per site, the newest scan before exit that found it held (growth
+  // holders: see SiteHolders).
+  std::vector<SiteHolders> site_holders;
   // (OOMs seen when it ran, what held the memory): OOM k gets the first
   // scan that saw more than k OOMs.
   std::vector<std::pair<uint64_t, std::vector<Holder>>> oom_scans;
@@ -50,6 +56,8 @@ struct State {
   // Dumps asked for, and the last one a pending call has scanned for.
   uint64_t dumps_asked = 0, dumps_served = 0;
   double last_end = 0, last_cost = 0;
+  // Steps seen by at_step, and the step of the latest step scan.
+  uint64_t steps = 0, scanned_step = 0;
 };
 // Never destroyed: the exit report runs from the shim's ELF destructor.
 State &S() {
@@ -118,6 +126,22 @@ std::vector<std::string> split(const char *p, const char *end, char sep) {
   return out;
 }
 
+// Newer holders replace a site's older ones; sites this scan did not find
+// keep theirs (a step scan between a grower's append and its next use may
+// miss a tensor that is only in a register-like temporary).
+void merge_site_holders(std::vector<SiteHolders> &into, std::vector<SiteHolders> &&fresh) {
+  auto same = [](const SiteHolders &a, const SiteHolders &b) {
+    return a.stack == b.stack && a.pystack == b.pystack && a.api == b.api && a.family == b.family;
+  };
+  for (SiteHolders &f : fresh) {
+    auto it = std::find_if(into.begin(), into.end(), [&](const SiteHolders &o) { return same(o, f); });
+    if (it != into.end())
+      *it = std::move(f);
+    else if (into.size() < kMaxSiteHolders)
+      into.push_back(std::move(f));
+  }
+}
+
 // The scan's output (holder_scan.py's header) into a HolderScan.
 void parse(const char *data, size_t size, HolderScan &out, double &ms) {
   std::vector<uint32_t> chain_index;  // group id -> index in out.chains
@@ -146,7 +170,15 @@ void parse(const char *data, size_t size, HolderScan &out, double &ms) {
 }
 
 // GIL held, at a safe point. Runs one scan and publishes it.
-void scan(double budget, bool at_exit) {
+// Where a scan runs decides its budget and its reach: a step scan walks the
+// program's roots only (see holder_scan.py), dumps and exit everything.
+enum class ScanAt { Step, Dump, Exit };
+
+void scan(ScanAt where) {
+  const bool at_exit = where == ScanAt::Exit;
+  const double budget = where == ScanAt::Step ? kStepBudget
+                        : at_exit             ? kExitBudget
+                                              : kDumpBudget;
   if (g_scanning || !g_on.load()) return;
   g_scanning = true;
   py::Obj *et, *ev, *tb;
@@ -154,7 +186,8 @@ void scan(double budget, bool at_exit) {
   double t0 = now_s();
   if (prepare()) {
     char call[48];
-    std::snprintf(call, sizeof call, "scan(%.3f)", budget);
+    std::snprintf(call, sizeof call, "scan(%.3f, %s)", budget,
+                  where == ScanAt::Step ? "False" : "True");
     py::Obj *r = g_api.run_string(call, py::kEvalInput, g_ns, g_ns, nullptr);
     char *data = nullptr;
     ssize_t size = 0;
@@ -173,9 +206,20 @@ void scan(double budget, bool at_exit) {
         log::warn("the holder scan stopped at its %.1f s budget; holders may be missing", budget);
       log::debug("holder scan: %zu storage(s), %zu chain(s), %.1f ms", result.storages.size(),
                  result.chains.size(), (t1 - t0) * 1e3);
+      // Placed now, against what is live now: by exit a grower's blocks may
+      // be freed (tensors mode) or its holders gone.
+      std::vector<SiteHolders> sites;
+      if (!at_exit && !result.storages.empty()) {
+        AnalysisInput now;
+        recorder().live_now(now.live);
+        now.holders = std::move(result);
+        sites = holders_by_site(now);
+        result = std::move(now.holders);
+      }
       uint64_t ooms = recorder().ooms_seen();
       State &s = S();
       std::lock_guard<std::mutex> lock(s.mu);
+      merge_site_holders(s.site_holders, std::move(sites));
       if (ooms > s.ooms_scanned) {
         s.oom_scans.emplace_back(ooms, all_holders(result));
         s.ooms_scanned = ooms;
@@ -205,7 +249,7 @@ int on_pending_call(void *) {
     g_api.err_fetch(&et, &ev, &tb);
     prepare();
     g_api.err_restore(et, ev, tb);
-    if (serving > s.dumps_served) scan(kDumpBudget, false);
+    if (serving > s.dumps_served) scan(ScanAt::Dump);
   }
   {
     std::lock_guard<std::mutex> lock(s.mu);
@@ -222,15 +266,15 @@ void queue_pending_call(State &s) {
 }
 
 py::Obj *on_exit_hook(py::Obj *, py::Obj *) {
-  if (hook_detail::t_depth == 0) scan(kExitBudget, true);
+  if (hook_detail::t_depth == 0) scan(ScanAt::Exit);
   g_api.inc_ref(g_api.none);
   return g_api.none;
 }
 
 // Takes the GIL on a safe thread and scans.
-void scan_here(double budget) {
+void scan_here(ScanAt where) {
   int gil = g_api.gil_ensure();
-  scan(budget, false);
+  scan(where);
   g_api.gil_release(gil);
 }
 
@@ -250,18 +294,24 @@ void at_step() {
   {
     std::lock_guard<std::mutex> lock(s.mu);
     bool after_oom = recorder().ooms_seen() > s.ooms_scanned;
-    bool due = s.last_end == 0 || now_s() - s.last_end >= s.last_cost / kStepShare;
+    const uint64_t step = ++s.steps;
+    // Within the time share; and at steps 1, 2, 4, 8, ... whatever the
+    // share, so a short run whose steps are faster than one scan still has
+    // a scan late in it (log2(steps) scans in all).
+    bool due = s.last_end == 0 || now_s() - s.last_end >= s.last_cost / kStepShare ||
+               step >= 2 * s.scanned_step;
     if (!after_oom && !due) return;
+    s.scanned_step = step;
   }
   if (recorder().live_bytes() == 0) return;  // nothing to hold
-  scan_here(kStepBudget);
+  scan_here(ScanAt::Step);
 }
 
 void before_dump() {
   // Not from the exit report's own flush: Python is gone or going.
   if (!g_on.load() || !is_active() || !g_api.alive()) return;
   if (safe_thread()) {
-    scan_here(kDumpBudget);
+    scan_here(ScanAt::Dump);
     return;
   }
   State &s = S();
@@ -279,6 +329,7 @@ void fill(AnalysisInput &in) {
   State &s = S();
   std::lock_guard<std::mutex> lock(s.mu);
   in.holders = s.latest;
+  in.site_holders = s.site_holders;
   for (size_t k = 0; k < in.ooms.size(); ++k)
     for (const auto &[seen, holders] : s.oom_scans)
       if (seen > k) {
