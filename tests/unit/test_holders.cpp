@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "report/analysis/analysis.h"
+#include "report/analysis/holders.h"
 #include "report/render/report_json.h"
 #include "report/render/report_text.h"
 
@@ -126,6 +127,37 @@ TEST_CASE("growing sites get the holders of their live blocks", "[holders]") {
   REQUIRE(r.growth[0].holders.size() == 1);
   CHECK(r.growth[0].holders[0].tensors == 12);
   CHECK(r.growth[0].holders[0].chain[1] == "[0..11]");
+}
+
+TEST_CASE("a grower gone by exit keeps the holders a step scan found", "[holders]") {
+  // The step scan: what was live then, and what held it.
+  Fixture step;
+  for (uint64_t k = 1; k <= 8; ++k) step.live(0x10000 * k, 4096, 1);
+  step.live(0x200000, 1024, 2);  // another site, held by something else
+  uint32_t kept = step.chain({"train() local 'preds' (list) at t.py:9", "[0..7]", "Tensor float32 (1024,)"});
+  uint32_t other = step.chain({"global 'm' (Model) in t.py", ".w (Parameter)", "Parameter float32 (256,)"});
+  for (uint64_t k = 1; k <= 8; ++k) step.held(0x10000 * k, 4096, kept);
+  step.held(0x200000, 1024, other);
+  std::vector<SiteHolders> sites = holders_by_site(step.in);
+  REQUIRE(sites.size() == 2);
+
+  // Exit: the list was a local of a function that returned, its blocks are
+  // freed, and the exit scan holds nothing of that site.
+  Fixture f;
+  f.in.holders.done = f.in.holders.at_exit = true;
+  for (uint64_t k = 1; k <= 12; ++k) {
+    StepSample s;
+    s.step = k;
+    s.sites.push_back({1, 0, ApiId::cudaMallocAsync, Family::StreamOrdered, k * 4096, k});
+    f.in.steps.push_back(s);
+  }
+  f.in.site_holders = sites;
+  Report r = analyze(f.in, f.sym);
+  REQUIRE(r.growth.size() == 1);
+  REQUIRE(r.growth[0].holders.size() == 1);
+  CHECK(r.growth[0].holders[0].chain[0] == "train() local 'preds' (list) at t.py:9");
+  CHECK(r.growth[0].holders[0].tensors == 8);
+  CHECK(r.growth[0].holders[0].bytes == 8 * 4096);
 }
 
 TEST_CASE("holders and reachable round-trip through JSON and show in text", "[holders]") {
