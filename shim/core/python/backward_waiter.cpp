@@ -1,5 +1,7 @@
 #include "shim/core/python/backward_waiter.h"
 
+#include <algorithm>
+#include <bit>
 #include <cstring>
 #include <string>
 
@@ -23,6 +25,15 @@ struct CodeVerdict {
 };
 constexpr int kVerdicts = 256;
 
+// Every thread state begins with its `prev` and `next` links (CPython 3.10
+// to 3.15, default and free-threaded builds alike): PyThreadState_Next would
+// read `next` unguarded from a state its thread may be freeing.
+constexpr uintptr_t kTstateNext = 8;
+
+// The list and the waiter are looked at again after this long even while
+// the cached waiter has not moved, so a newer waiter is noticed.
+constexpr uint64_t kRescanNs = 2'000'000;
+
 // Waiting threads as first seen, so the most recent one can be chosen.
 struct Waiter {
   uintptr_t tstate;
@@ -31,11 +42,23 @@ struct Waiter {
 };
 constexpr int kWaiters = 16;
 
+// The chosen waiter's walked stack, reused while its innermost frame has
+// not moved (it is blocked in the engine call): one guarded walk per
+// backward() call instead of one per allocation of the engine thread.
+struct Borrowed {
+  uintptr_t tstate = 0;
+  uint64_t where = 0;  // innermost_state() when walked; 0 = nothing cached
+  uint64_t scanned_ns = 0;
+  int n = 0;
+  PositionKey frames[kMaxPyFrames];
+};
+
 struct State {
   ShardLock lock;
   CodeVerdict verdicts[kVerdicts];
   Waiter waiters[kWaiters];
   uint64_t next_seq = 0;
+  Borrowed borrowed;
 };
 State g;
 
@@ -51,9 +74,11 @@ bool classify(const Interp &in, const PositionKey &key) {
   if (v.fingerprint == key.fingerprint) return v.engine;
   const Layout &l = *in.layout;
   std::string name, file;
-  uintptr_t name_obj = rd_ptr(key.code + l.co_name);
-  bool engine = copy_unicode(in, name_obj, 64, name) &&
-                copy_unicode(in, rd_ptr(key.code + l.co_filename), kMaxFileBytes, file) &&
+  GuardedRead read;
+  uintptr_t name_obj = read.ptr(key.code + l.co_name);
+  uintptr_t file_obj = read.ptr(key.code + l.co_filename);
+  bool engine = !read.failed() && copy_unicode_guarded(in, name_obj, 64, name) &&
+                copy_unicode_guarded(in, file_obj, kMaxFileBytes, file) &&
                 is_engine_call(name.c_str(), file.c_str());
   v = {key.fingerprint, engine};
   return engine;
@@ -70,22 +95,39 @@ bool is_engine_call(const char *function, const char *file) {
   return false;
 }
 
-uintptr_t find_backward_waiter(const Interp &in, uintptr_t self) {
-  if (!in.main_interp || !in.thread_head || !in.thread_next) return 0;
+namespace {
+
+// Where a thread's innermost frame is and what it executes, folded into one
+// value: unchanged while the thread stays blocked in one call. 0 if unreadable.
+uint64_t innermost_state(const Interp &in, uintptr_t tstate) {
+  const Layout &l = *in.layout;
+  GuardedRead read;
+  uintptr_t f = read.ptr(tstate + l.ts_frame);
+  if (l.cframe_current_frame != kAbsent && plausible(f))
+    f = read.ptr(f + static_cast<uint32_t>(l.cframe_current_frame));
+  if (!plausible(f)) return 0;
+  uint64_t position = read.template get<uint64_t>(f + l.fr_position);
+  if (read.failed()) return 0;
+  return mix64(f ^ std::rotl(position, 23)) | 1;
+}
+
+// Under g.lock. The waiter to borrow from, by a walk of the thread list.
+uintptr_t scan_for_waiter(const Interp &in, uintptr_t self) {
   auto interp = reinterpret_cast<uintptr_t>(in.main_interp());
   if (!plausible(interp)) return 0;
-  Guard guard(g.lock);
   bool seen[kWaiters] = {};
   uintptr_t best = 0;
   uint64_t best_seq = 0;
   int count = 0;
+  // The interpreter outlives every thread state; the states themselves are
+  // read guarded, since their threads may end and free them meanwhile.
+  GuardedRead next;
   for (auto t = reinterpret_cast<uintptr_t>(in.thread_head(reinterpret_cast<void *>(interp)));
-       t && count < kMaxThreads;
-       t = reinterpret_cast<uintptr_t>(in.thread_next(reinterpret_cast<void *>(t))), ++count) {
+       t && count < kMaxThreads && !next.failed(); t = next.ptr(t + kTstateNext), ++count) {
     if (!plausible(t)) break;
     if (t == self) continue;
     PositionKey top;
-    if (walk_frames(in, t, &top, 1) != 1 || !classify(in, top)) continue;
+    if (walk_other_thread(in, t, &top, 1) != 1 || !classify(in, top)) continue;
     int slot = -1, free_slot = -1;
     for (int i = 0; i < kWaiters; ++i) {
       if (g.waiters[i].seq && g.waiters[i].tstate == t && g.waiters[i].code == top.code)
@@ -111,6 +153,38 @@ uintptr_t find_backward_waiter(const Interp &in, uintptr_t self) {
   return best;
 }
 
-void reset_waiters_after_fork() { g.lock.reset_after_fork(); }
+}  // namespace
+
+int borrow_backward_stack(const Interp &in, uintptr_t self, uint64_t now_ns, PositionKey *out,
+                          int cap) {
+  if (!in.main_interp || !in.thread_head) return 0;
+  Guard guard(g.lock);
+  Borrowed &b = g.borrowed;
+  if (b.where && now_ns - b.scanned_ns < kRescanNs && innermost_state(in, b.tstate) == b.where) {
+    int n = std::min(b.n, cap);
+    std::copy(b.frames, b.frames + n, out);
+    return n;
+  }
+  b.where = 0;
+  uintptr_t waiter = scan_for_waiter(in, self);
+  if (!waiter) return 0;
+  // Read twice around the walk: a waiter that moved meanwhile (returned
+  // from backward) gave a stack that may mix two moments; not kept.
+  uint64_t where = innermost_state(in, waiter);
+  int n = walk_other_thread(in, waiter, b.frames, kMaxPyFrames);
+  if (n == 0 || where == 0 || innermost_state(in, waiter) != where) return 0;
+  b.tstate = waiter;
+  b.where = where;
+  b.scanned_ns = now_ns;
+  b.n = n;
+  n = std::min(n, cap);
+  std::copy(b.frames, b.frames + n, out);
+  return n;
+}
+
+void reset_waiters_after_fork() {
+  g.lock.reset_after_fork();
+  g.borrowed.where = 0;  // the parent's threads are not the child's
+}
 
 }  // namespace torchseal::py

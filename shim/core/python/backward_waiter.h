@@ -10,15 +10,21 @@
 
 #include <cstdint>
 
+#include "shim/core/python/code_locations.h"
 #include "shim/core/python/python_runtime.h"
 
 namespace torchseal::py {
 
-// The thread state of a thread other than `self` whose innermost Python
-// frame is autograd's engine call, or 0. With several waiting, the one first
-// seen waiting most recently. Reads the interpreter's thread list and each
-// thread's innermost frame without the GIL (README.md: where it can be wrong).
-uintptr_t find_backward_waiter(const Interp &in, uintptr_t self);
+// The Python stack of the thread that waits in autograd's engine call for
+// the engine thread `self` (innermost first, at most cap frames), or 0
+// frames. With several waiting, the one first seen waiting most recently.
+// Reads the interpreter's thread list and other threads' frames without the
+// GIL, every read guarded (read_guarded: a thread that ends and frees its
+// state meanwhile ends the walk, never faults); the waiter's stack is
+// walked once per backward() call and reused while its innermost frame
+// stays put (README.md: where it can be wrong).
+int borrow_backward_stack(const Interp &in, uintptr_t self, uint64_t now_ns, PositionKey *out,
+                          int cap);
 
 // True for the engine-call frames: _engine_run_backward in
 // torch/autograd/graph.py (torch 2.2+), backward/grad in

@@ -108,35 +108,51 @@ int line_from_location_table(const uint8_t *t, size_t len, int firstlineno, int6
   return -1;
 }
 
-bool copy_unicode(const Interp &in, uintptr_t obj, size_t cap, std::string &out) {
+namespace {
+
+template <typename Read>
+bool copy_unicode_with(const Interp &in, uintptr_t obj, size_t cap, std::string &out, Read &read) {
   out.clear();
   const Layout &l = *in.layout;
-  if (!plausible(obj) || rd_ptr(obj + 8) != in.unicode_type) return false;
-  int64_t n = rd<int64_t>(obj + l.str_length);
+  if (!plausible(obj) || read.ptr(obj + 8) != in.unicode_type) return false;
+  int64_t n = read.template get<int64_t>(obj + l.str_length);
   if (n < 0 || n > kMaxStringChars) return false;
   // Low byte only: the bits above `ascii`/`ready` are padding and were seen
   // holding garbage.
-  uint32_t state = rd<uint32_t>(obj + l.str_state) & 0xff;
+  uint32_t state = read.template get<uint32_t>(obj + l.str_state) & 0xff;
   unsigned kind = (state >> 2) & 7;
   bool compact = (state >> 5) & 1, ascii = (state >> 6) & 1;
   if (l.str_has_ready_bit && !((state >> 7) & 1)) return false;
   if (kind != 1 && kind != 2 && kind != 4) return false;
   uintptr_t data = compact ? obj + (ascii ? l.str_ascii_data : l.str_compact_data)
-                           : rd_ptr(obj + l.str_compact_data);
+                           : read.ptr(obj + l.str_compact_data);
   if (!data) return false;
   out.reserve(std::min<size_t>(static_cast<size_t>(n), cap));
   for (int64_t i = 0; i < n; ++i) {
-    uint32_t cp = kind == 1   ? rd<uint8_t>(data + i)
-                  : kind == 2 ? rd<uint16_t>(data + 2 * i)
-                              : rd<uint32_t>(data + 4 * i);
+    uint32_t cp = kind == 1   ? read.template get<uint8_t>(data + i)
+                  : kind == 2 ? read.template get<uint16_t>(data + 2 * i)
+                              : read.template get<uint32_t>(data + 4 * i);
     if (out.size() + 4 > cap) {
       // Truncate at a character boundary, leaving room for none of a partial one.
       size_t need = cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
       if (out.size() + need > cap) break;
     }
+    if (read.failed()) return false;
     put_utf8(cp, out);
   }
-  return true;
+  return !read.failed();
+}
+
+}  // namespace
+
+bool copy_unicode(const Interp &in, uintptr_t obj, size_t cap, std::string &out) {
+  DirectRead read;
+  return copy_unicode_with(in, obj, cap, out, read);
+}
+
+bool copy_unicode_guarded(const Interp &in, uintptr_t obj, size_t cap, std::string &out) {
+  GuardedRead read;
+  return copy_unicode_with(in, obj, cap, out, read);
 }
 
 bool decode_location(const Interp &in, uintptr_t code, int64_t offset, DecodedLocation &out) {

@@ -25,16 +25,19 @@ constexpr size_t kMaxFileBytes = 4096;
 // object is alive) and folded into one hash.
 // Hot path (every frame of every event): plain xor/rotate/multiply-add, no
 // full mixing; callers mix once per frame when they hash.
-inline uint64_t code_fingerprint(const Layout &l, uintptr_t code) {
+// `read`: DirectRead or GuardedRead (raw_read.h).
+template <typename Read = DirectRead>
+inline uint64_t code_fingerprint(const Layout &l, uintptr_t code, Read &&read = Read{}) {
   uint64_t h = code;
-  h ^= std::rotl(static_cast<uint64_t>(rd_ptr(code + l.co_filename)), 13);
-  h ^= std::rotl(static_cast<uint64_t>(rd_ptr(code + l.co_name)), 29);
+  h ^= std::rotl(static_cast<uint64_t>(read.ptr(code + l.co_filename)), 13);
+  h ^= std::rotl(static_cast<uint64_t>(read.ptr(code + l.co_name)), 29);
   if (l.co_qualname != kAbsent)
-    h ^= std::rotl(static_cast<uint64_t>(rd_ptr(code + static_cast<uint32_t>(l.co_qualname))), 37);
-  h ^= std::rotl(static_cast<uint64_t>(rd_ptr(code + l.co_linetable)), 51);
-  h += static_cast<uint64_t>(static_cast<uint32_t>(rd<int32_t>(code + l.co_firstlineno))) *
+    h ^= std::rotl(static_cast<uint64_t>(read.ptr(code + static_cast<uint32_t>(l.co_qualname))), 37);
+  h ^= std::rotl(static_cast<uint64_t>(read.ptr(code + l.co_linetable)), 51);
+  h += static_cast<uint64_t>(
+           static_cast<uint32_t>(read.template get<int32_t>(code + l.co_firstlineno))) *
        0x9e3779b97f4a7c15ULL;
-  h += rd<uint64_t>(code + l.co_identity_word) * 0xc2b2ae3d27d4eb4fULL;
+  h += read.template get<uint64_t>(code + l.co_identity_word) * 0xc2b2ae3d27d4eb4fULL;
   return h;
 }
 
@@ -56,5 +59,8 @@ int line_from_location_table(const uint8_t *table, size_t len, int firstlineno, 
 // UTF-8 of a str object, truncated to `cap` bytes; lone surrogates become
 // U+FFFD. False if `obj` is not a ready exact str.
 bool copy_unicode(const Interp &in, uintptr_t obj, size_t cap, std::string &out);
+// The same for a str another thread may free meanwhile: every read guarded
+// (about 1 us a character: only for results that are cached).
+bool copy_unicode_guarded(const Interp &in, uintptr_t obj, size_t cap, std::string &out);
 
 }  // namespace torchseal::py

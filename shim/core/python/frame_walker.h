@@ -16,4 +16,10 @@ constexpr int kMaxPyFrames = 128;
 // Returns the number of frames written (at most cap, innermost kept).
 int walk_frames(const Interp &in, uintptr_t tstate, PositionKey *out, int cap);
 
+// The same walk over ANOTHER thread's frames, which that thread may push,
+// pop or free meanwhile: every read is guarded (read_guarded), so a freed
+// frame or thread state ends the walk instead of faulting. The result is
+// what the chain looked like at some moment during the walk, or a prefix.
+int walk_other_thread(const Interp &in, uintptr_t tstate, PositionKey *out, int cap);
+
 }  // namespace torchseal::py

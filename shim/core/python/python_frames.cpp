@@ -201,12 +201,8 @@ __attribute__((always_inline)) inline PyStackId intern_frames(const Interp &in,
 // thread, running backward for a thread that waits in it. Never reached by
 // a thread that has frames of its own.
 __attribute__((noinline)) PyStackId capture_borrowed(const Interp &in, uintptr_t self) {
-  uintptr_t waiter = find_backward_waiter(in, self);
-  if (!waiter) return 0;
   PositionKey frames[kMaxPyFrames];
-  // The waiter is blocked until this engine thread finishes the node it is
-  // running, so its frames stay put while they are read and resolved.
-  int n = walk_frames(in, waiter, frames, kMaxPyFrames);
+  int n = borrow_backward_stack(in, self, monotonic_coarse_ns(), frames, kMaxPyFrames);
   if (n == 0 || in.is_finalizing()) return 0;
   char node[128];
   std::string label = "<autograd ";
