@@ -21,7 +21,7 @@ text-align:left;vertical-align:top}th{background:#f6f6f6}td.num{text-align:right
 .summary{width:auto}.summary td{border:none;padding:1px 12px 1px 0}.note{color:#666;font-style:italic}
 details summary{cursor:pointer;color:#0645ad}ol.stack{margin:4px 0;padding-left:28px}
 ol.stack li{font-family:ui-monospace,monospace;font-size:12px}.py{color:#2a6f2a}
-.user{font-weight:bold}li.fold{color:#666}.hint{margin-top:4px;color:#8a4b00}
+.user{font-weight:bold}li.fold{color:#666}.hint{margin-top:4px;color:#8a4b00}.holders{margin-top:4px;color:#234}tr.recovered{color:#777}
 svg.timeline,svg.flame{width:100%;height:auto;display:block}
 svg.timeline .series{fill:none;stroke-width:1.5}svg .grid{stroke:#eee}
 svg .axis{font-size:11px;fill:#555}
@@ -111,6 +111,23 @@ std::string hint_html(const std::optional<Hint> &h) {
   return s + "</div>";
 }
 
+// Who keeps the block alive (Python processes): one line per holder, root
+// first, the largest first; the rest behind a disclosure.
+std::string holders_html(const std::vector<Holder> &holders) {
+  if (holders.empty()) return {};
+  std::string s = "<div class=\"holders\">";
+  for (size_t i = 0; i < holders.size(); ++i) {
+    const Holder &h = holders[i];
+    if (i == 3) s += "<details><summary>" + u64(holders.size() - 3) + " more</summary>";
+    std::string chain;
+    for (const std::string &step : h.chain) chain += (chain.empty() ? "" : " &rarr; ") + esc(step);
+    s += "<div>held by <span class=\"mono\">" + chain + "</span> (" + html_bytes(h.bytes) +
+         ", " + u64(h.tensors) + " tensor" + (h.tensors == 1 ? "" : "s") + ")</div>";
+  }
+  if (holders.size() > 3) s += "</details>";
+  return s + "</div>";
+}
+
 std::string header(const HtmlReportInput &in) {
   const Report &r = *in.report;
   const ProcessInfo &p = r.process;
@@ -135,15 +152,18 @@ std::string header(const HtmlReportInput &in) {
   row("events", u64(s.events));
   if (s.suppressed_bytes) row("suppressed", html_bytes(s.suppressed_bytes));
   if (s.cached_bytes) row("cached (not leaked)", html_bytes(s.cached_bytes));
+  if (s.reachable_bytes)
+    row("reachable (held by Python objects at exit, not leaked)", html_bytes(s.reachable_bytes));
   row("growth sites / OOMs / invalid frees",
       u64(r.growth.size()) + " / " + u64(r.ooms.size()) + " / " + u64(r.invalid_frees.size()));
   return h + "</table>\n";
 }
 
-std::string leaks_table(const Report &r) {
-  if (r.leaks.empty()) return "<p class=\"note\">No leaks detected.</p>\n";
+// Leaks, or the reachable entries (shaped like leaks).
+std::string leaks_table(const Report &r, const std::vector<LeakEntry> &entries, const char *none) {
+  if (entries.empty()) return std::string("<p class=\"note\">") + none + "</p>\n";
   std::vector<const LeakEntry *> v;
-  for (const LeakEntry &l : r.leaks) v.push_back(&l);
+  for (const LeakEntry &l : entries) v.push_back(&l);
   std::stable_sort(v.begin(), v.end(),
                    [](const LeakEntry *a, const LeakEntry *b) { return a->bytes > b->bytes; });
   std::string h =
@@ -154,7 +174,7 @@ std::string leaks_table(const Report &r) {
          device_str(l->device) + "</td><td class=\"num\" title=\"" + u64(l->bytes) + " bytes\">" +
          html_bytes(l->bytes) + "</td><td class=\"num\">" + u64(l->allocations) + "</td><td>" +
          esc(l->detected_at) + "</td><td>" + user_frame_cell(l->frames, l->python_frames) +
-         "</td><td>" +
+         holders_html(l->holders) + "</td><td>" +
          stack_details(l->frames, l->python_frames, is_python_site(r, l->python_frames)) +
          "</td></tr>\n";
   }
@@ -189,7 +209,7 @@ std::string growth_table(const Report &r) {
          "</td><td class=\"num\">" + u64(g.steps) + "</td><td class=\"num\">" +
          html_format("%.3f", g.r) + "</td><td>" + esc(g.kind) + "</td><td><code>" + esc(g.api) +
          "</code></td><td>" + user_frame_cell(g.frames, g.python_frames) + hint_html(g.hint) +
-         "</td><td>" +
+         holders_html(g.holders) + "</td><td>" +
          stack_details(g.frames, g.python_frames, is_python_site(r, g.python_frames)) +
          "</td></tr>\n";
   }
@@ -204,10 +224,15 @@ std::string errors_tables(const Report &r) {
     h += "<h2>Out-of-memory failures</h2>\n<table><tr><th>api</th><th>device</th><th>requested"
          "</th><th>live</th><th>where</th><th>stack</th></tr>\n";
     for (const OomEntry &o : r.ooms) {
-      h += "<tr><td><code>" + esc(o.api) + "</code></td><td>" + device_str(o.device) +
+      h += std::string("<tr") + (o.recovered ? " class=\"recovered\"" : "") + "><td><code>" +
+           esc(o.api) + "</code>" +
+           (o.recovered ? "<br><span class=\"note\">recovered: the retry succeeded; the "
+                          "program saw no error</span>"
+                        : "") +
+           "</td><td>" + device_str(o.device) +
            "</td><td class=\"num\">" + html_bytes(o.requested_bytes) + "</td><td class=\"num\">" +
            html_bytes(o.live_bytes) + "</td><td>" + user_frame_cell(o.frames, o.python_frames) +
-           hint_html(o.hint) + "</td><td>" +
+           hint_html(o.hint) + holders_html(o.holders) + "</td><td>" +
            stack_details(o.frames, o.python_frames, is_python_site(r, o.python_frames)) +
            "</td></tr>\n";
     }
@@ -245,7 +270,12 @@ std::string render_html_report(const HtmlReportInput &in) {
   } else {
     h += "<p class=\"note\" id=\"no-timeline\">" + esc(in.no_timeline) + "</p>\n";
   }
-  h += "<h2>Leaks (" + u64(r.leaks.size()) + ")</h2>\n" + leaks_table(r);
+  h += "<h2>Leaks (" + u64(r.leaks.size()) + ")</h2>\n" +
+       leaks_table(r, r.leaks, "No leaks detected.");
+  if (!r.reachable.empty()) {
+    h += "<h2>Reachable at exit (" + u64(r.reachable.size()) +
+         "): held by Python objects, not leaks</h2>\n" + leaks_table(r, r.reachable, "");
+  }
   h += "<h2>Leaked bytes by stack (flame graph, root on top)</h2>\n" +
        flame_html(r.leaks, !r.process.python.empty());
   h += "<h2>Growing sites (" + u64(r.growth.size()) + ")</h2>\n" + growth_table(r);

@@ -4,6 +4,7 @@
 
 #include "report/analysis/analysis.h"
 #include "report/analysis/holders.h"
+#include "report/render/html_report.h"
 #include "report/render/report_json.h"
 #include "report/render/report_text.h"
 
@@ -180,6 +181,14 @@ TEST_CASE("holders and reachable round-trip through JSON and show in text", "[ho
   CHECK(text.find("Held by: global 'k' (list) in t.py -> [0] -> Tensor float32 (1024,) "
                   "(1 tensor(s), 4096 byte(s))") != std::string::npos);
   CHECK(text.find("SUMMARY: torchseal: 0 byte(s) leaked") != std::string::npos);
+  HtmlReportInput hin;
+  hin.report = &a;
+  hin.no_timeline = "no history";
+  std::string html = render_html_report(hin);
+  CHECK(html.find("Reachable at exit (1)") != std::string::npos);
+  CHECK(html.find("held by <span class=\"mono\">global &#39;k&#39; (list) in t.py &rarr; [0] "
+                  "&rarr; Tensor float32 (1024,)</span>") != std::string::npos);
+  CHECK(html.find("No leaks detected.") != std::string::npos);
 }
 
 TEST_CASE("reports of native programs carry no section 9 keys", "[holders]") {
