@@ -2,21 +2,33 @@
 
 #include <algorithm>
 #include <tuple>
+#include <unordered_map>
 
 namespace torchseal {
 
 HeldMap::HeldMap(const AnalysisInput &in) : scan_(in.holders) {
   if (scan_.storages.empty()) return;
-  // VMM handles are keyed by handle, not address: no storage lies in one.
   struct Range {
     uint64_t lo, hi;
     size_t live;
   };
   std::vector<Range> ranges;
-  ranges.reserve(in.live.size());
+  ranges.reserve(in.live.size() + in.vmm_maps.size());
+  // A VMM record's addr is its handle, not an address: its memory is
+  // wherever the handle is mapped (expandable segments). A handle freed by a
+  // context teardown backs no tensor any more.
+  std::unordered_map<uint64_t, size_t> vmm_handles;
   for (size_t i = 0; i < in.live.size(); ++i) {
     const LiveAlloc &a = in.live[i];
-    if (a.family != Family::Vmm && a.size) ranges.push_back({a.addr, a.addr + a.size, i});
+    if (a.family != Family::Vmm) {
+      if (a.size) ranges.push_back({a.addr, a.addr + a.size, i});
+    } else if (a.detected_at == DetectedAt::Exit) {
+      vmm_handles.emplace(a.addr, i);
+    }
+  }
+  for (const VmmMap &m : in.vmm_maps) {
+    auto it = vmm_handles.find(m.handle);
+    if (it != vmm_handles.end() && m.size) ranges.push_back({m.va, m.va + m.size, it->second});
   }
   std::sort(ranges.begin(), ranges.end(),
             [](const Range &a, const Range &b) { return a.lo < b.lo; });

@@ -2,7 +2,8 @@
 // holder scan gives CUDA storages (address, bytes) and the referrer chain
 // that reached each; here each storage is placed in the live allocation that
 // contains it (the exact block in tensors mode, the segment the caching
-// allocator carved it from otherwise) and chains are totalled per entry.
+// allocator carved it from otherwise, the VMM handle mapped where it lies
+// with expandable segments) and chains are totalled per entry.
 #pragma once
 
 #include <cstddef>

@@ -60,6 +60,14 @@ LiveAlloc live_alloc_of(const Record &r, DetectedAt at = DetectedAt::Exit) {
   return a;
 }
 
+// A VMM mapping in force: [va, va + size) is backed by the cuMemCreate
+// handle `handle` (the addr of its Family::Vmm LiveAlloc).
+struct VmmMap {
+  uint64_t va = 0;
+  uint64_t size = 0;
+  uint64_t handle = 0;
+};
+
 // One CUDA storage the holder scan reached, and the chain that reached it.
 struct HeldStorage {
   uint64_t addr = 0;   // untyped_storage().data_ptr()
@@ -164,6 +172,7 @@ struct AnalysisInput {
   std::vector<Mark> marks;               // oldest first (history files only)
   HolderScan holders;                    // Python processes: who holds the live memory
   std::vector<SiteHolders> site_holders;  // ... per site, at the scans before exit
+  std::vector<VmmMap> vmm_maps;           // ascending by va: places storages in VMM handles
 };
 
 }  // namespace torchseal

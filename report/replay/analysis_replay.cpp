@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "report/model/vmm_maps.h"
 #include "report/replay/replay.h"
 
 namespace torchseal {
@@ -83,8 +84,12 @@ class AnalysisObserver : public ReplayObserver {
           in_.marks.push_back(
               {clock_base_ + static_cast<double>(e.time_ns) / 1e9, replay_->label(e.size), e.tid});
         break;
+      case Op::Map:
+      case Op::Unmap:
+        vmm_maps_.apply(e.op, e.addr, e.size, e.stream);  // the handle, for Map
+        break;
       default:
-        break;  // VMM ranges: timeline only
+        break;  // reservations: timeline only
     }
   }
 
@@ -106,6 +111,7 @@ class AnalysisObserver : public ReplayObserver {
         [&](const ReplayRecord &r) { in_.live.push_back(live_alloc_of(r.alloc)); });
     in_.live.insert(in_.live.end(), teardown_.begin(), teardown_.end());
     in_.peak_bytes = peak_;
+    in_.vmm_maps = vmm_maps_.list();
     in_.steps = steps_.empty() ? std::move(windows_) : std::move(steps_);
   }
 
@@ -148,6 +154,7 @@ class AnalysisObserver : public ReplayObserver {
   std::unordered_map<uint64_t, std::vector<NativeFrame>> &symbols_;
   double clock_base_ = 0;
   std::vector<LiveAlloc> teardown_;
+  VmmMapTable vmm_maps_;
   std::vector<StepSample> steps_, windows_;
   uint64_t peak_ = 0;
 };

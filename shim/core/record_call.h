@@ -37,8 +37,8 @@ inline void free_returned(const FreeToken &t, CallResult r) {
   if (r != CallResult::Ok) recorder().undo_free(t);
 }
 
-// VMM address-space calls (map, unmap, reserve, unreserve): timeline only,
-// and only when they succeeded.
+// VMM address-space calls (map, unmap, reserve, unreserve), only when they
+// succeeded: the timeline, and the mappings in force (Recorder::on_vmm_range).
 inline void record_vmm_range(const CallArgs &c) {
   if (c.result != CallResult::Ok) return;
   Op op;

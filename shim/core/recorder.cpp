@@ -370,6 +370,10 @@ void Recorder::on_mark(const char *label) {
 }
 
 void Recorder::on_vmm_range(Op op, uint64_t addr, uint64_t size, uint64_t handle) {
+  if (op == Op::Map || op == Op::Unmap) {
+    Guard g(misc_lock_);
+    vmm_maps_.apply(op, addr, size, handle);
+  }
   if (!history::enabled()) return;
   ApiId api = op == Op::Map       ? ApiId::cuMemMap
               : op == Op::Unmap   ? ApiId::cuMemUnmap
@@ -383,10 +387,7 @@ void Recorder::on_vmm_range(Op op, uint64_t addr, uint64_t size, uint64_t handle
 void Recorder::snapshot(AnalysisInput &in) {
   stacks_.export_all(in.stacks.native);
   py::export_all(in.stacks.python);
-  in.live.clear();
-  for (LiveTable *t : {&live_, &vmm_})
-    t->for_each(
-        [&](const LiveRecord &r) { in.live.push_back(live_alloc_of(r, DetectedAt::Exit)); });
+  live_now(in);
   {
     Guard g(misc_lock_);
     in.live.insert(in.live.end(), teardown_leaks_.begin(), teardown_leaks_.end());
@@ -404,10 +405,13 @@ void Recorder::snapshot(AnalysisInput &in) {
   in.seconds_in_torchseal = counters().self_seconds();
 }
 
-void Recorder::live_now(std::vector<LiveAlloc> &out) {
-  out.clear();
+void Recorder::live_now(AnalysisInput &in) {
+  in.live.clear();
   for (LiveTable *t : {&live_, &vmm_})
-    t->for_each([&](const LiveRecord &r) { out.push_back(live_alloc_of(r, DetectedAt::Exit)); });
+    t->for_each(
+        [&](const LiveRecord &r) { in.live.push_back(live_alloc_of(r, DetectedAt::Exit)); });
+  Guard g(misc_lock_);
+  in.vmm_maps = vmm_maps_.list();
 }
 
 uint64_t Recorder::events() const { return counters().events(); }
@@ -434,6 +438,7 @@ void Recorder::reset_after_fork() {
   new (&pending_ooms_) std::vector<OomChain>();
   recovered_kept_ = 0;
   new (&invalid_frees_) std::vector<InvalidFree>();
+  new (&vmm_maps_) VmmMapTable();
   new (&step_samples_) std::vector<StepSample>();
   new (&window_samples_) std::vector<StepSample>();
   ooms_total_ = invalid_frees_total_ = 0;

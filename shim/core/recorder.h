@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "report/model/analysis_input.h"
+#include "report/model/vmm_maps.h"
 #include "shim/core/live_table.h"
 #include "shim/core/stack_table.h"
 
@@ -44,13 +45,15 @@ class Recorder {
   // A user mark (torchseal_mark): a labelled point on the history timeline.
   void on_mark(const char *label);
   bool explicit_steps() const { return steps_.load(std::memory_order_relaxed) != 0; }
-  // VMM address-space operations: timeline only, they own no memory.
+  // VMM address-space operations: they own no memory; maps and unmaps also
+  // keep the current mappings, which place tensors in their handles.
   void on_vmm_range(Op op, uint64_t addr, uint64_t size, uint64_t handle);
 
   // Builds the analysis input from the current state (exit, signal, API dump).
   void snapshot(AnalysisInput &in);
-  // The live allocations now, without exporting stacks (a holder scan's view).
-  void live_now(std::vector<LiveAlloc> &out);
+  // The live allocations and VMM mappings now, without exporting stacks (a
+  // holder scan's view).
+  void live_now(AnalysisInput &in);
   uint64_t events() const;
   // OOMs seen so far (including those past the kept snapshots).
   uint64_t ooms_seen();
@@ -90,6 +93,7 @@ class Recorder {
   std::vector<OomChain> pending_ooms_;  // one per thread at most; under misc_lock_
   size_t recovered_kept_ = 0;
   std::vector<InvalidFree> invalid_frees_;
+  VmmMapTable vmm_maps_;  // under misc_lock_
   std::atomic<uint64_t> steps_{0};
   std::atomic<uint64_t> windows_{0};
   std::vector<StepSample> step_samples_, window_samples_;  // under misc_lock_

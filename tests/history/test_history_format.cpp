@@ -266,6 +266,42 @@ TEST_CASE("replay rebuilds live state, OOMs, teardown and steps") {
   unlink(path.c_str());
 }
 
+TEST_CASE("replay keeps the VMM mappings in force, as the shim does") {
+  std::vector<Event> ev;
+  auto mk = [&](Op op, ApiId api, uint64_t addr, uint64_t size, uint64_t handle) {
+    Event e{};
+    e.op = op;
+    e.api = api;
+    e.family = Family::Vmm;
+    e.addr = addr;
+    e.size = size;
+    e.stream = handle;  // Map's handle
+    e.time_ns = 10 * (ev.size() + 1);
+    e.device = 0;
+    ev.push_back(e);
+  };
+  const uint64_t va = 0x7f0000000000, mb2 = 2 << 20;
+  mk(Op::Reserve, ApiId::cuMemAddressReserve, va, 8 * mb2, 0);
+  mk(Op::Alloc, ApiId::cuMemCreate, 7, mb2, 0);
+  mk(Op::Alloc, ApiId::cuMemCreate, 8, mb2, 0);
+  mk(Op::Map, ApiId::cuMemMap, va, mb2, 7);
+  mk(Op::Map, ApiId::cuMemMap, va + mb2, mb2, 8);
+  mk(Op::Unmap, ApiId::cuMemUnmap, va + mb2, mb2, 0);
+  mk(Op::Free, ApiId::cuMemRelease, 8, 0, 0);
+  std::string path = temp_path("vmm-maps.tseal");
+  write_file(path, make_file(ev, true));
+  AnalysisInput in;
+  std::unordered_map<uint64_t, std::vector<NativeFrame>> symbols;
+  std::string error;
+  std::vector<std::string> warnings;
+  REQUIRE(replay_history(path, in, symbols, error, warnings));
+  REQUIRE(in.vmm_maps.size() == 1);
+  CHECK(in.vmm_maps[0].va == va);
+  CHECK(in.vmm_maps[0].size == mb2);
+  CHECK(in.vmm_maps[0].handle == 7);
+  unlink(path.c_str());
+}
+
 TEST_CASE("a file from a crash, with the old flag-less End, still reads") {
   auto events = random_events(500, 17);
   auto bytes = make_file(events, false);

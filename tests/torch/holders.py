@@ -6,8 +6,9 @@ GPU block alive, reachable against leaked at exit, and what a scan costs.
 
 Scenarios: fixed-segments, fixed-tensors, fixed-expandable (a correct training
 script exits 0 under `torchseal run --exit-code 23`), leaky-segments,
-leaky-tensors (holders name the global list and the running function's
-local), unreachable (memory no Python object holds is still a leak), cost
+leaky-tensors, leaky-expandable (holders name the global list and the running
+function's local; with expandable segments through the VMM handles mapped
+where the tensors lie), unreachable (memory no Python object holds is still a leak), cost
 (10,000 live parameters, segments mode: ms per scan). Exit 0 pass, 1 fail, 77 skip.
 """
 import json
@@ -59,6 +60,34 @@ for i in range(12):
     kept.append(x * 2)  # LEAK: one 1 MiB tensor a step
     step()
 hold_and_dump()
+finish("leaky")
+"""
+
+# Expandable segments: a live block is a 2 MiB VMM handle, the cache of its
+# allocation site, so a local is seen through the growing site whose handles
+# its tensors share (a dump lists no live handle as a leak).
+LEAKY_EXPANDABLE = r"""
+import torch
+from _common import batch, dump, finish, setup, step
+model, opt = setup()
+kept = []
+
+
+def train():
+    recent = []  # LEAK too, while train() runs: a local that only grows
+    for i in range(12):
+        x, t = batch()
+        loss = ((model(x) - t) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        kept.append(x * 2)  # LEAK: one 1 MiB tensor a step
+        recent.append(x * 3)
+        step()
+    dump("inside")
+
+
+train()
 finish("leaky")
 """
 
@@ -159,7 +188,8 @@ def scenario_fixed(mode):
 def scenario_leaky(mode):
     py = prerequisites()
     with tempfile.TemporaryDirectory(prefix="tseal-holders-") as tmp:
-        p, out = run_cli(py, LEAKY, tmp, "leaky", mode, exit_code=23)
+        script = LEAKY_EXPANDABLE if mode == "expandable" else LEAKY
+        p, out = run_cli(py, script, tmp, "leaky", mode, exit_code=23)
         CHECK.true(f"leaky script: what it leaks is reachable, exit 0 ({mode})", p.returncode == 0)
         dumps = tier.dumps_of(out)
         if not CHECK.true("dump and exit report written", bool(dumps) and os.path.exists(out + ".json")):
@@ -177,6 +207,16 @@ def scenario_leaky(mode):
             kept = [c for c in chains(r.get("reachable", []))
                     if c[0] == "global 'kept' (list) in leaky.py"]
             CHECK.true(f"exit: the 12 kept tensors are one holder global 'kept' -> [0..11] ({kept})", any(c[1:] == ["[0..11]", "Tensor float32 (256, 1024)"] for c in kept))
+        if mode == "expandable":
+            d = load(dumps[-1])
+            show("dump growth", d.get("growth") or [])
+            roots = [c[0] for c in chains(d.get("growth") or [])]
+            CHECK.true("dump inside train(): growth holders name global 'kept'",
+                       "global 'kept' (list) in leaky.py" in roots)
+            CHECK.true("dump inside train(): growth holders name its local 'recent'",
+                       any(c.startswith("train() local 'recent' (list) at leaky.py:") for c in roots))
+            CHECK.true(f"exit: live handles are cache, nothing leaked "
+                       f"({r['summary']['leaked_bytes']} B)", r["summary"]["leaked_bytes"] == 0)
         growth = r.get("growth") or []
         show("growth", growth)
         CHECK.true("the growing site's holders name global 'kept'", any(c[0] == "global 'kept' (list) in leaky.py" for c in chains(growth)))
@@ -239,7 +279,7 @@ def main():
         kind, _, mode = s.partition("-")
         if kind == "fixed" and mode in ("segments", "tensors", "expandable"):
             scenario_fixed(mode)
-        if kind == "leaky" and mode in ("segments", "tensors"):
+        if kind == "leaky" and mode in ("segments", "tensors", "expandable"):
             scenario_leaky(mode)
         if s == "unreachable":
             scenario_unreachable()

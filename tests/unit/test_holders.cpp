@@ -200,3 +200,59 @@ TEST_CASE("reports of native programs carry no section 9 keys", "[holders]") {
   CHECK_FALSE(j["summary"].contains("reachable_bytes"));
   CHECK_FALSE(j["leaks"][0].contains("holders"));
 }
+
+TEST_CASE("expandable segments: a storage belongs to the VMM handle mapped where it lies",
+          "[holders]") {
+  Fixture f;
+  f.in.trigger = "api";
+  f.in.holders.done = true;
+  // cuMemCreate records are keyed by handle (7, 9), never by address.
+  f.live(7, 2 << 20, 1, ApiId::cuMemCreate);
+  f.live(9, 2 << 20, 2, ApiId::cuMemCreate);
+  const uint64_t va = 0x7f0000000000;
+  f.in.vmm_maps = {{va, 2 << 20, 7}, {va + (2 << 20), 2 << 20, 9}, {va + (4 << 20), 2 << 20, 11}};
+  uint32_t a = f.chain({"global 'kept' (list) in t.py", "[0..1]", "Tensor float32 (128,)"});
+  uint32_t b = f.chain({"f() local 'x' (Tensor) at t.py:3", "Tensor float32 (64,)"});
+  f.held(va + 512, 512, a);
+  f.held(va + (2 << 20) - 512, 512, a);  // the last bytes of handle 7's mapping
+  f.held(va + (2 << 20), 256, b);        // the first of handle 9's
+  f.held(va + (4 << 20), 512, b);        // mapped to a handle no longer live: ignored
+  f.held(7, 512, b);                     // a handle's value is no address
+  Report r = analyze(f.in, f.sym);
+  REQUIRE(r.leaks.size() == 2);
+  for (const LeakEntry &l : r.leaks) {
+    CHECK(l.kind == "vmm");
+    REQUIRE(l.holders.size() == 1);
+    if (l.frames[0].function == "alloc_a") {
+      CHECK(l.holders[0].chain[0] == "global 'kept' (list) in t.py");
+      CHECK(l.holders[0].bytes == 1024);
+      CHECK(l.holders[0].tensors == 2);
+    } else {
+      CHECK(l.holders[0].chain[0] == "f() local 'x' (Tensor) at t.py:3");
+      CHECK(l.holders[0].bytes == 256);
+    }
+  }
+}
+
+TEST_CASE("expandable segments: a held handle is reachable at exit, an unmapped one leaked",
+          "[holders]") {
+  Fixture f;
+  f.in.holders.done = f.in.holders.at_exit = true;
+  f.live(7, 2 << 20, 1, ApiId::cuMemCreate);
+  f.live(9, 2 << 20, 2, ApiId::cuMemCreate);  // created, never mapped
+  f.in.vmm_maps = {{0x7f0000000000, 2 << 20, 7}};
+  f.held(0x7f0000000000, 4096, f.chain({"global 'k' (list) in t.py", "[0]", "Tensor float32 (1024,)"}));
+  Report r = analyze(f.in, f.sym);
+  REQUIRE(r.reachable.size() == 1);
+  CHECK(r.reachable[0].bytes == (2 << 20));
+  CHECK(r.reachable[0].holders[0].chain[0] == "global 'k' (list) in t.py");
+  REQUIRE(r.leaks.size() == 1);
+  CHECK(r.leaks[0].frames[0].function == "alloc_b");
+
+  // PyTorch's expandable segments are its cache at exit, as segments are.
+  f.in.torch_caching_allocator = true;
+  Report torch = analyze(f.in, f.sym);
+  CHECK(torch.summary.cached_bytes == (4 << 20));
+  CHECK(torch.reachable.empty());
+  CHECK(torch.leaks.empty());
+}

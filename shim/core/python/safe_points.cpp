@@ -211,7 +211,7 @@ void scan(ScanAt where) {
       std::vector<SiteHolders> sites;
       if (!at_exit && !result.storages.empty()) {
         AnalysisInput now;
-        recorder().live_now(now.live);
+        recorder().live_now(now);
         now.holders = std::move(result);
         sites = holders_by_site(now);
         result = std::move(now.holders);
