@@ -68,6 +68,8 @@ struct Patterns {
   std::regex except{R"(^except\b)"};
   std::regex loop{R"(^(?:async\s+)?(?:for|while)\b)"};
   std::regex for_targets{R"(^(?:async\s+)?for\s+(.+?)\s+in\b)"};
+  std::regex targets{R"(^((?:\w+\s*,\s*)*\w+)\s*(?::[^=]+)?=(?!=))"};
+  std::regex except_as{R"(^except\b.*\bas\s+(\w+)\s*:)"};
 };
 
 const Patterns &patterns() {
@@ -202,6 +204,8 @@ struct Site {
   const std::vector<PythonFrame> &frames;
   SourceCache cache;
   std::vector<UserFrame> user;
+  std::vector<std::string> allocated;  // names assigned on the user frames' lines
+  std::vector<std::string> caught;     // names bound by `except ... as NAME:` around them
 };
 
 // A file named in a chain (a basename, or a module name for globals of
@@ -263,19 +267,44 @@ std::string def_name(const Source &src, size_t idx) {
   return search(code, patterns().def_name, &m) ? m[1].str() : std::string();
 }
 
+// The `size` characters at `at` in `code` are a name on their own (not part
+// of a longer name or an attribute).
+bool word_at(const std::string &code, size_t at, size_t size) {
+  auto part = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  const size_t after = at + size;
+  return (at == 0 || (!part(code[at - 1]) && code[at - 1] != '.')) &&
+         (after >= code.size() || !part(code[after]));
+}
+
+bool has_word(const std::string &code, const std::string &word) {
+  for (size_t at = code.find(word); at != std::string::npos; at = code.find(word, at + 1))
+    if (word_at(code, at, word.size())) return true;
+  return false;
+}
+
 // The first line in `where` that contains `name` and matches `re`, not
-// `unless`, outside `__init__` (a model built once is not a leak).
+// `unless`, outside `__init__` (a model built once is not a leak). Within
+// one place, a line naming one of `prefer` (what the site just allocated)
+// beats an earlier one: a list may take other things too.
 std::optional<Found> find_line(const std::vector<Place> &where, const std::string &name,
-                               const std::regex &re, const std::regex *unless) {
+                               const std::regex &re, const std::regex *unless,
+                               const std::vector<std::string> &prefer = {}) {
   for (const Place &p : where) {
+    std::optional<Found> first;
     for (size_t i = p.begin; i < p.end && i < p.src->lines.size(); ++i) {
       if (p.src->lines[i].find(name) == std::string::npos) continue;
       std::string code = code_of(p.src->lines[i]);
       if (code.empty() || !search(code, re)) continue;
       if (unless && search(code, *unless)) continue;
       if (def_name(*p.src, i) == "__init__") continue;
-      return Found{p.file, p.src, i, std::move(code)};
+      const bool preferred = std::any_of(prefer.begin(), prefer.end(), [&](const std::string &w) {
+        return w != name && has_word(code, w);
+      });
+      if (preferred) return Found{p.file, p.src, i, std::move(code)};
+      if (!first) first = Found{p.file, p.src, i, std::move(code)};
+      if (prefer.empty()) break;
     }
+    if (first) return first;
   }
   return std::nullopt;
 }
@@ -308,6 +337,69 @@ constexpr const char *kAccumulate =
 // An assignment to NAME, alone or among several targets.
 constexpr const char *kAssign =
     R"(^\(?\s*(?:[\w.\[\]*]+\s*,\s*)*NAME\s*(?:,\s*[\w.\[\]*]+\s*)*\)?\s*(?::[^=]+)?[-+*/@]?=(?!=))";
+
+// The argument position of the word `name` in a call on this line, and the
+// called function: `keep(outs, y)` -> ("keep", 0). `method` when called as
+// an attribute (`self.keep(...)`: its def has a self parameter first).
+struct Call {
+  std::string callee;
+  size_t arg = 0;
+  bool method = false;
+};
+
+std::optional<Call> call_with(const std::string &code, const std::string &name) {
+  for (size_t at = code.find(name); at != std::string::npos; at = code.find(name, at + 1)) {
+    if (!word_at(code, at, name.size())) continue;
+    size_t commas = 0;
+    int depth = 0;
+    for (size_t i = at; i-- > 0;) {
+      const char ch = code[i];
+      if (ch == ')' || ch == ']' || ch == '}') {
+        ++depth;
+      } else if (ch == '[' || ch == '{') {
+        if (depth-- == 0) break;  // inside a literal, not an argument
+      } else if (ch == ',' && depth == 0) {
+        ++commas;
+      } else if (ch == '(' && depth-- == 0) {
+        size_t end = i;
+        while (end > 0 && code[end - 1] == ' ') --end;
+        size_t begin = end;
+        while (begin > 0 && (std::isalnum(static_cast<unsigned char>(code[begin - 1])) ||
+                             code[begin - 1] == '_'))
+          --begin;
+        if (begin == end) break;
+        return Call{code.substr(begin, end - begin), commas, begin > 0 && code[begin - 1] == '.'};
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+// The name of parameter `index` in a one-line `def f(a, b=1, *, c: int):`.
+std::string parameter(const std::string &def, size_t index) {
+  const size_t open = def.find('('), close = def.rfind(')');
+  if (open == std::string::npos || close == std::string::npos || close < open) return {};
+  std::vector<std::string> names;
+  int depth = 0;
+  std::string cur;
+  for (size_t i = open + 1; i <= close; ++i) {
+    const char ch = i == close ? ',' : def[i];
+    if (ch == '(' || ch == '[') ++depth;
+    if (ch == ')' || ch == ']') --depth;
+    if (ch == ',' && depth == 0) {
+      std::string n;
+      for (char x : cur) {
+        if (x == ':' || x == '=') break;
+        if (std::isalnum(static_cast<unsigned char>(x)) || x == '_') n += x;
+      }
+      if (!n.empty() && cur.find('*') == std::string::npos) names.push_back(n);
+      cur.clear();
+    } else {
+      cur += ch;
+    }
+  }
+  return index < names.size() ? names[index] : std::string();
+}
 
 struct Evidence {
   Site &site;
@@ -344,6 +436,39 @@ bool looks_like_eval(const Site &site, const Found &store) {
   return !backward;
 }
 
+// The line that adds to a container: in the places of its root, else in the
+// helper it is passed to from there (`keep(outs, y)` -> `def keep(preds, y):`
+// -> `preds.append(y)`).
+std::optional<Found> find_store(Site &site, const Root &root, const std::string &name,
+                                const std::regex *unless, const std::vector<std::string> &prefer) {
+  auto re = about(kStore, name);
+  if (!re) return std::nullopt;
+  const std::vector<Place> where = places(site, root);
+  if (std::optional<Found> f = find_line(where, name, *re, unless, prefer)) return f;
+  for (const Place &p : where) {
+    for (size_t i = p.begin; i < p.end && i < p.src->lines.size(); ++i) {
+      if (p.src->lines[i].find(name) == std::string::npos) continue;
+      std::optional<Call> call = call_with(code_of(p.src->lines[i]), name);
+      if (!call) continue;
+      auto def = about(R"(^(?:async\s+)?def\s+NAME\s*\()", call->callee);
+      if (!def) continue;
+      for (const Place &q : where) {
+        for (size_t j = 0; j < q.src->lines.size() && j < kMaxFileLines; ++j) {
+          if (q.src->lines[j].find(call->callee) == std::string::npos) continue;
+          const std::string code = code_of(q.src->lines[j]);
+          if (!search(code, *def)) continue;
+          const std::string param = parameter(code, call->arg + (call->method ? 1 : 0));
+          auto store = param.empty() ? std::nullopt : about(kStore, param);
+          if (!store) continue;
+          const std::vector<Place> body{{q.file, q.src, j, block_end(*q.src, j)}};
+          if (std::optional<Found> f = find_line(body, param, *store, unless, prefer)) return f;
+        }
+      }
+    }
+  }
+  return std::nullopt;
+}
+
 // Rule 5: the chain goes through an exception's traceback -> the `except`
 // clause around the site, else the line that stores the exception.
 std::optional<Hint> pinned_traceback(Evidence &e) {
@@ -365,7 +490,7 @@ std::optional<Hint> pinned_traceback(Evidence &e) {
   std::optional<Found> f;
   const std::vector<Place> where = places(e.site, c.root);
   if (std::optional<Container> box = container_of(c)) {
-    if (auto re = about(kStore, box->name)) f = find_line(where, box->name, *re, nullptr);
+    f = find_store(e.site, c.root, box->name, nullptr, e.site.caught);
   } else if (c.root.kind == RootKind::Local || c.root.kind == RootKind::Global) {
     // `except X as e:` binding the name, else an assignment to it.
     if (auto re = about(R"(^except\b.*\bas\s+NAME\s*:)", c.root.name))
@@ -383,9 +508,7 @@ std::optional<Hint> module_per_step(Evidence &e) {
   const Chain &c = e.chain;
   std::optional<Container> box = container_of(c);
   if (!box || has_object_key(c) || !reaches_parameter(c, box->element)) return std::nullopt;
-  auto re = about(kStore, box->name);
-  if (!re) return std::nullopt;
-  std::optional<Found> f = find_line(places(e.site, c.root), box->name, *re, nullptr);
+  std::optional<Found> f = find_store(e.site, c.root, box->name, nullptr, e.site.allocated);
   if (!f) return std::nullopt;
   return make("module-per-step", *f,
               quote_at(*f) + " stores a new module or parameter in `" + box->name +
@@ -423,11 +546,9 @@ std::optional<Hint> growing_container(Evidence &e) {
   // Optimizer state (keyed by parameters) and a model's weights are not
   // growth: a correct program keeps them.
   if (!box || has_object_key(c) || reaches_parameter(c, 0)) return std::nullopt;
-  auto re = about(kStore, box->name);
-  if (!re) return std::nullopt;
   const Patterns &P = patterns();
-  std::optional<Found> f =
-      find_line(places(e.site, c.root), box->name, *re, c.graph ? &P.detached : &P.not_on_gpu);
+  std::optional<Found> f = find_store(e.site, c.root, box->name,
+                                      c.graph ? &P.detached : &P.not_on_gpu, e.site.allocated);
   if (!f) return std::nullopt;
   if (c.graph && looks_like_eval(e.site, *f)) {
     const std::string fn = def_name(*f->src, f->idx);
@@ -500,6 +621,33 @@ std::optional<Hint> loop_local(Evidence &e) {
   return std::nullopt;
 }
 
+// What the site's own lines name: `x = torch.randn(...)` allocates x, and
+// `except E as e:` around it binds e.
+void names_of(Site &site) {
+  const Patterns &P = patterns();
+  for (const UserFrame &u : site.user) {
+    std::smatch m;
+    const std::string line = code_of(u.src->lines[u.idx]);
+    if (search(line, P.targets, &m)) {
+      std::string t = m[1].str();
+      for (size_t b = 0; b < t.size();) {
+        size_t e = t.find(',', b);
+        if (e == std::string::npos) e = t.size();
+        std::string w = t.substr(b, e - b);
+        w.erase(std::remove_if(w.begin(), w.end(), [](char c) { return c == ' ' || c == '\t'; }),
+                w.end());
+        if (!w.empty()) site.allocated.push_back(w);
+        b = e + 1;
+      }
+    }
+    for (size_t i = u.ctx.scope_begin; i < u.ctx.scope_end; ++i) {
+      if (u.src->lines[i].find("except") == std::string::npos) continue;
+      const std::string code = code_of(u.src->lines[i]);
+      if (search(code, P.except_as, &m)) site.caught.push_back(m[1].str());
+    }
+  }
+}
+
 using HolderRule = std::optional<Hint> (*)(Evidence &);
 // Most specific first: a traceback or a module list explains a chain that
 // also looks like a growing container.
@@ -510,8 +658,9 @@ constexpr HolderRule kHolderRules[] = {pinned_traceback, module_per_step, accumu
 
 std::optional<Hint> holder_rules(const HintEvidence &evidence) {
   if (evidence.holders.empty()) return std::nullopt;
-  Site site{evidence.python_frames, {}, {}};
+  Site site{evidence.python_frames, {}, {}, {}, {}};
   site.user = user_frames(evidence.python_frames, site.cache);
+  names_of(site);
   const size_t n = std::min(evidence.holders.size(), kMaxHolders);
   for (size_t i = 0; i < n; ++i) {
     std::optional<Chain> chain = parse_chain(evidence.holders[i].chain);

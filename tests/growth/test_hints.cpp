@@ -650,3 +650,64 @@ TEST_CASE("holder hint: odd chains and missing files give no hint", "[hints]") {
   std::filesystem::remove(leaky);
   CHECK_FALSE(find_hint(frames, kept));
 }
+
+TEST_CASE("holder hint: chains as real torch reports them", "[hints]") {
+  SourceDir d;
+  // examples/python/torch/oom_retry.py: one list takes the exceptions and
+  // the retry's tensors; the growth site allocates x, so `append(x)` is it.
+  std::string r = d.write("oom_retry.py",
+                          "import torch\n"                                 // 1
+                          "failed_attempts = []\n"                         // 2
+                          "def train_leaky(model, opt, huge):\n"           // 3
+                          "    for i in range(24):\n"                      // 4
+                          "        try:\n"                                 // 5
+                          "            forward_backward(model, opt, huge)\n"  // 6
+                          "        except torch.OutOfMemoryError as e:\n"  // 7
+                          "            failed_attempts.append(e)\n"        // 8
+                          "            x = torch.randn(256, 1024, device='cuda')\n"  // 9
+                          "            failed_attempts.append(x)\n"        // 10
+                          "            forward_backward(model, opt, 1)\n"  // 11
+                          "        step()\n");                             // 12
+  auto growth = with_torch({{"train_leaky", r, 9}, {"<module>", r, 40}});
+  std::optional<Hint> h = find_hint(
+      growth, holders({{"global 'failed_attempts' (list) in oom_retry.py", "[1..23]",
+                        "Tensor float32 (256, 1024)"}}));
+  REQUIRE(h);
+  CHECK(h->kind == "growing-container");
+  CHECK(h->line == 10);
+  // The OOM of a later first attempt, out of the block: the exception's store.
+  h = find_hint(with_torch({{"forward_backward", r, 30}, {"train_leaky", r, 6}}),
+                holders({{"global 'failed_attempts' (list) in oom_retry.py", "[0]",
+                          ".__traceback__", ".tb_next", "frame",
+                          "forward_backward() local 'x' (Tensor) at oom_retry.py:21 (in a traceback)",
+                          "Tensor float32 (39168, 1024)"},
+                         {"train_leaky() local 'x' (Tensor) at oom_retry.py:6",
+                          "Tensor float32 (256, 1024)"}}));
+  REQUIRE(h);
+  CHECK(h->kind == "exception-frame");
+  CHECK(h->line == 8);
+
+  // Outputs kept through a helper in another function (the append is not in
+  // the site's functions), as a dump of a real evaluation loop showed them.
+  std::string p = d.write("probe.py",
+                          "def keep(predictions, y):\n"          // 1
+                          "    predictions.append(y)\n"          // 2
+                          "def evaluate(model):\n"               // 3
+                          "    outs = []\n"                      // 4
+                          "    for _ in range(4):\n"             // 5
+                          "        x, t = batch()\n"             // 6
+                          "        y = model(x)\n"               // 7
+                          "        keep(outs, y)\n"              // 8
+                          "    return outs\n");                  // 9
+  h = find_hint(with_torch({{"evaluate", p, 7}}),
+                holders({{"evaluate() local 'outs' (list) at probe.py:7", "[0..2]",
+                          ".grad_fn (SumBackward1)", ".next_functions[0] (AddBackward0)",
+                          ".next_functions[0] (MulBackward0)", "._saved_self",
+                          "Tensor float32 (256, 1024)"},
+                         {"evaluate() local 'outs' (list) at probe.py:7", "[0..2]",
+                          "Tensor float32 (256,)"}}));
+  REQUIRE(h);
+  CHECK(h->kind == "eval-graph-kept");
+  CHECK(h->line == 2);
+  CHECK(h->message.find("in `keep`") != std::string::npos);
+}
