@@ -711,3 +711,57 @@ TEST_CASE("holder hint: chains as real torch reports them", "[hints]") {
   CHECK(h->line == 2);
   CHECK(h->message.find("in `keep`") != std::string::npos);
 }
+
+TEST_CASE("holder hint: class attributes, module globals, attribute tensors", "[hints]") {
+  SourceDir d;
+  // A class attribute of b.py, and a global of the imported module pkg.store.
+  std::string b = d.write("b.py",
+                          "class Cache:\n"                     // 1
+                          "    store = {}\n"                   // 2
+                          "    def put(self, key, out):\n"     // 3
+                          "        Cache.store[key] = out\n"   // 4
+                          "def run(model, xs, c):\n"           // 5
+                          "    for k, x in enumerate(xs):\n"   // 6
+                          "        c.put(k, model(x))\n");     // 7
+  std::string store = d.write("pkg/store.py",
+                              "kept = []\n"                    // 1
+                              "def keep(t):\n"                 // 2
+                              "    kept.extend([t, t])\n");    // 3
+  auto frames = with_torch({{"run", b, 7}, {"keep", store, 3}});
+  std::optional<Hint> h = find_hint(
+      frames, holders({{"class attribute b.py.Cache.store (dict)", "['a']", "Tensor float32 (8,)"}}));
+  REQUIRE(h);
+  CHECK(h->kind == "growing-container");
+  CHECK(h->file == b);
+  CHECK(h->line == 4);
+  h = find_hint(frames,
+                holders({{"global 'kept' (list) in pkg.store", "[0..9]", "Tensor float32 (8,)"}}));
+  REQUIRE(h);
+  CHECK(h->file == store);
+  CHECK(h->line == 3);
+  // A module that is on no frame, with no store in the site's code: the
+  // holders say nothing, and the source rules guess from the frame's line.
+  h = find_hint(frames,
+                holders({{"global 'kept2' (list) in other.mod", "[0..9]", "Tensor float32 (8,)"}}));
+  REQUIRE(h);
+  CHECK(h->kind == "tensor-append");
+
+  // A tensor attribute summed with its graph: `self.total += ...`.
+  std::string s = d.write("stats.py",
+                          "class Stats:\n"                          // 1
+                          "    def __init__(self):\n"               // 2
+                          "        self.total = 0\n"                // 3
+                          "    def add(self, err):\n"               // 4
+                          "        self.total += err * 2\n"         // 5
+                          "def train(model, xs, stats, opt):\n"     // 6
+                          "    for x in xs:\n"                      // 7
+                          "        err = model(x).mean()\n"         // 8
+                          "        err.backward()\n"                // 9
+                          "        stats.add(err)\n");              // 10
+  h = find_hint(with_torch({{"train", s, 8}}),
+                holders({{"global 'stats' (Stats) in stats.py", ".total (Tensor)",
+                          ".grad_fn (AddBackward0)", "._saved_other", "Tensor float32 (8,)"}}));
+  REQUIRE(h);
+  CHECK(h->kind == "loss-accumulation");
+  CHECK(h->line == 5);
+}
