@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <optional>
 #include <regex>
 #include <string>
 #include <string_view>
@@ -50,6 +51,9 @@ struct Chain {
   // Steps before the first Graph or Traceback step: the Python objects.
   size_t objects = 0;
   bool graph = false, traceback = false;
+  // The chain ends in a local of a frame kept by a traceback:
+  // `f() local 'x' (Tensor) at F:L (in a traceback)`.
+  std::optional<Root> pinned_local;
 };
 
 struct Patterns {
@@ -143,6 +147,19 @@ std::optional<Chain> parse_chain(const std::vector<std::string> &steps) {
     c.steps.push_back(std::move(st));
   }
   if (c.root.kind == RootKind::Exception) c.traceback = true;
+  const std::string &last = steps[steps.size() - 2];
+  const std::string_view suffix = " (in a traceback)";
+  // Matched in a copy that outlives `m` (its sub-matches point into it).
+  const std::string bare = last.size() > suffix.size() && last.compare(last.size() - suffix.size(),
+                                                                       suffix.size(), suffix) == 0
+                               ? last.substr(0, last.size() - suffix.size())
+                               : std::string();
+  if (steps.size() > 2 && !bare.empty() && search(bare, P.local, &m)) {
+    try {
+      c.pinned_local = Root{RootKind::Local, m[2].str(), m[3].str(),
+                            m[4].str(),      m[1].str(), std::stoi(m[5].str())};
+    } catch (const std::exception &) {}
+  }
   return c;
 }
 
@@ -585,19 +602,26 @@ bool same_function(const std::string &frame_function, const std::string &chain_f
 // before the frame's line -> that assignment.
 std::optional<Hint> loop_local(Evidence &e) {
   const Chain &c = e.chain;
-  if (c.root.kind != RootKind::Local || container_of(c) || c.traceback || reaches_parameter(c, 0))
-    return std::nullopt;
+  // The local holding the tensor: the root, or, when an uncaught OOM left
+  // only its traceback, the frame local the chain ends in.
+  const Root *local = nullptr;
+  if (c.root.kind == RootKind::Local && !c.traceback) local = &c.root;
+  if (c.pinned_local) local = &*c.pinned_local;
+  if (!local || container_of(c) || reaches_parameter(c, 0)) return std::nullopt;
   const Patterns &P = patterns();
-  const std::string &name = c.root.name;
+  const std::string &name = local->name;
   auto assign = about(kAssign, name);
   auto word = about(R"((?:^|[^\w.])NAME\b)", name);
   if (!assign || !word) return std::nullopt;
   for (const UserFrame &u : e.site.user) {
-    if (u.frame->line != c.root.line || basename_of(u.frame->file) != c.root.where ||
-        !same_function(u.frame->function, c.root.function))
+    if (basename_of(u.frame->file) != local->where ||
+        !same_function(u.frame->function, local->function) || local->line <= 0 ||
+        size_t(local->line) > u.src->lines.size())
       continue;
     const auto &L = u.src->lines;
-    for (size_t i = u.idx; i-- > u.ctx.scope_begin;) {
+    const size_t at = size_t(local->line) - 1;  // where the frame is now
+    const size_t begin = context_of(*u.src, at).scope_begin;
+    for (size_t i = at; i-- > begin;) {
       if (L[i].find(name) == std::string::npos) continue;
       std::string code = code_of(L[i]);
       std::smatch m;
@@ -606,13 +630,13 @@ std::optional<Hint> loop_local(Evidence &e) {
       std::vector<size_t> loops;
       if (loop_variable) loops.push_back(i);
       for (size_t h : context_of(*u.src, i).headers)
-        if (h >= u.ctx.scope_begin && search(code_of(L[h]), P.loop)) loops.push_back(h);
+        if (h >= begin && search(code_of(L[h]), P.loop)) loops.push_back(h);
       for (size_t h : loops) {
-        if (block_end(*u.src, h) > u.idx) continue;  // the frame is still in this loop
+        if (block_end(*u.src, h) > at) continue;  // the frame is still in this loop
         Found f{&u.frame->file, u.src, i, std::move(code)};
         return make("loop-local", f,
                     quote_at(f) + ": `" + name + "` stays alive after its loop ends, holding " +
-                        "its memory at line " + std::to_string(c.root.line) + "; `del " + name +
+                        "its memory at line " + std::to_string(local->line) + "; `del " + name +
                         "` after the loop (or compute it in a smaller function)");
       }
       return std::nullopt;  // the last assignment is not in a finished loop

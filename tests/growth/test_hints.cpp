@@ -622,6 +622,18 @@ TEST_CASE("holder hint: a loop local alive past its loop at an OOM", "[hints]") 
                         holders({{"run() local 'result' (Tensor) at l.py:7", "Tensor float32 (8,)"}})));
   CHECK_FALSE(find_hint(frames, holders({{"other() local 'inter' (Tensor) at l.py:6",
                                           "Tensor float32 (8,)"}})));
+
+  // An uncaught OOM: the scan ran once the frame was gone and only the
+  // traceback keeps it. That frame's line decides, not the site's.
+  auto pinned = [](const char *local) {
+    return holders({{"exception OutOfMemoryError", ".__traceback__", "frame", local,
+                     "Tensor float32 (4096, 4096)"}});
+  };
+  h = find_hint(frames, pinned("run() local 'inter' (Tensor) at l.py:6 (in a traceback)"));
+  REQUIRE(h);
+  CHECK(h->kind == "loop-local");
+  CHECK(h->line == 5);
+  CHECK_FALSE(find_hint(frames, pinned("run() local 'inter' (Tensor) at l.py:5 (in a traceback)")));
 }
 
 TEST_CASE("holder hint: odd chains and missing files give no hint", "[hints]") {
