@@ -13,9 +13,10 @@
 //
 // Frames in installed libraries (site-packages, dist-packages, the standard
 // library) are not user code and are never scanned. Missing, unreadable or
-// huge files simply give no evidence. The rules are a table in hints.cpp,
-// grouped in families (the name-based source rules today; rules on the
-// site's holders take the same evidence).
+// huge files simply give no evidence. Rules come in families, tried in
+// order: rules on the site's holders (holder_hints.h: what keeps the memory
+// alive), then the name-based source rules (a table in hints.cpp), which only
+// guess from names in the code.
 #pragma once
 
 #include <optional>

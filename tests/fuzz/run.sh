@@ -27,7 +27,8 @@ inc="-I$root -isystem $cuda_inc"
 report_srcs="model/event.cpp format/event_codec.cpp format/tseal_format.cpp format/records.cpp
   input/history_reader.cpp replay/replay.cpp replay/analysis_replay.cpp input/module_map.cpp
   render/report_json.cpp analysis/analysis.cpp analysis/site.cpp input/symbolizer.cpp
-  input/elf_symtab.cpp analysis/growth.cpp analysis/hints.cpp analysis/shown_frames.cpp
+  input/elf_symtab.cpp analysis/growth.cpp analysis/hints.cpp analysis/holder_hints.cpp
+  analysis/python_source.cpp analysis/shown_frames.cpp
   analysis/suppressions.cpp analysis/holders.cpp input/read_file.cpp render/site_json.cpp"
 # An object is rebuilt when its source or any of our headers is newer (a
 # header change alone must not leave objects of two layouts linked together).
