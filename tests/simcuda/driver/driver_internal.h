@@ -180,6 +180,9 @@ bool pool_live_locked(CUmemPoolHandle_st *pool);
 // ---- VMM ----
 // The mapping containing [p, p+n), for copies and address-range queries.
 bool vmm_find_mapping_locked(uintptr_t p, size_t n, uintptr_t *base, size_t *size);
+// Whether every byte of [p, p+max(n,1)) is mapped, by one or several
+// adjacent mappings (for copies and fills).
+bool vmm_mapped_locked(uintptr_t p, size_t n);
 
 // ---- streams and events ----
 bool stream_valid_locked(CUstream s);

@@ -141,14 +141,8 @@ CUresult resolve_locked(uintptr_t p, size_t n, char **out)
         return CUDA_SUCCESS;
     }
     uintptr_t base;
-    size_t size;
     Alloc a;
-    if (find_alloc_locked(p, &base, &a)) {
-        size = a.size;
-    } else if (!vmm_find_mapping_locked(p, 1, &base, &size)) {
-        return CUDA_ERROR_INVALID_VALUE;
-    }
-    if (n > base + size - p)
+    if (find_alloc_locked(p, &base, &a) ? n > base + a.size - p : !vmm_mapped_locked(p, n))
         return CUDA_ERROR_INVALID_VALUE;
     *out = shadow_of(p);
     return CUDA_SUCCESS;

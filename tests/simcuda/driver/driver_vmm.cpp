@@ -79,6 +79,25 @@ bool vmm_find_mapping_locked(uintptr_t p, size_t n, uintptr_t *base, size_t *siz
     return true;
 }
 
+bool vmm_mapped_locked(uintptr_t p, size_t n)
+{
+    // Adjacent mappings form one range (an expandable segment is many
+    // mappings in one reservation, and one memset or copy may cross them);
+    // the shadow holds each at its address, so they are contiguous there too.
+    n = std::max<size_t>(n, 1);
+    if (n > UINTPTR_MAX - p)
+        return false;
+    uintptr_t end = p + n;
+    while (p < end) {
+        uintptr_t base;
+        size_t len;
+        if (!vmm_find_mapping_locked(p, 1, &base, &len))
+            return false;
+        p = base + len;
+    }
+    return true;
+}
+
 }  // namespace simcuda
 
 using namespace simcuda;
@@ -145,7 +164,11 @@ CUresult CUDAAPI cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t align
 {
     SIM_REQUIRE_INIT();
     SIM_TRACED(cuMemAddressReserve, ptr, size, alignment, addr, flags) {
-        if (!ptr || size == 0 || size % kGranularity || (alignment & (alignment - 1)))
+        // The documented rules: size and hint are host-page multiples (not
+        // granularity ones), alignment a power of two or 0, flags 0.
+        const size_t page = size_t(sysconf(_SC_PAGESIZE));
+        if (!ptr || size == 0 || size % page || addr % page || (alignment & (alignment - 1)) ||
+            flags != 0)
             return CUDA_ERROR_INVALID_VALUE;
         Lock lock(driver_mutex());
         uintptr_t p;
@@ -198,13 +221,16 @@ CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size)
     SIM_REQUIRE_INIT();
     SIM_TRACED(cuMemUnmap, ptr, size) {
         Lock lock(driver_mutex());
-        // The range must consist of whole mappings, starting at ptr.
+        // The range must be whole mappings without a hole between them (the
+        // documented "entire contiguous address range that was mapped to").
         auto first = g_mappings->find(ptr);
-        if (first == g_mappings->end() || size == 0)
+        if (first == g_mappings->end() || size == 0 || size > UINTPTR_MAX - ptr)
             return CUDA_ERROR_INVALID_VALUE;
-        auto last = g_mappings->lower_bound(ptr + size);
-        auto before = std::prev(last);
-        if (before->first + before->second.size != ptr + size)
+        uintptr_t at = ptr;
+        auto last = first;
+        for (; last != g_mappings->end() && last->first == at && at < ptr + size; ++last)
+            at += last->second.size;
+        if (at != ptr + size)
             return CUDA_ERROR_INVALID_VALUE;
         for (auto it = first; it != last;) {
             shadow_unmap(it->first, it->second.size);
@@ -224,16 +250,7 @@ CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessD
     if (!desc || count == 0)
         return CUDA_ERROR_INVALID_VALUE;
     Lock lock(driver_mutex());
-    // Every byte of the range must be mapped (mappings may be adjacent).
-    uintptr_t p = ptr, end = ptr + size;
-    while (p < end) {
-        uintptr_t base;
-        size_t len;
-        if (!vmm_find_mapping_locked(p, 1, &base, &len))
-            return CUDA_ERROR_INVALID_VALUE;
-        p = base + len;
-    }
-    return CUDA_SUCCESS;
+    return vmm_mapped_locked(ptr, size) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 CUresult CUDAAPI cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
