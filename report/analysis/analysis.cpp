@@ -91,6 +91,17 @@ void attach_growth_holders(const AnalysisInput &in, const HeldMap &held, SiteIds
     held.add(i, it->second.totals);
   }
   for (GrowthEntry &g : growth) {
+    // What held it while it grew, first: by exit a grower's memory may be
+    // gone, or (a segment or handle kept as cache) hold something else.
+    for (const SiteHolders &s : in.site_holders) {
+      if (api_string(s.api) == g.api && family_name(s.family) == g.kind &&
+          same_frames(sites.python_frames(s.pystack), g.python_frames) &&
+          same_frames(sites.native_frames(s.stack), g.frames)) {
+        g.holders = s.holders;
+        break;
+      }
+    }
+    if (!g.holders.empty()) continue;
     HolderTotals totals;
     for (auto &[key, site] : by_site) {
       const LiveAlloc &a = *site.first;
@@ -104,16 +115,6 @@ void attach_growth_holders(const AnalysisInput &in, const HeldMap &held, SiteIds
       }
     }
     g.holders = holders_from(totals, in.holders);
-    if (!g.holders.empty()) continue;
-    // Nothing holds it at exit: what held it while the program ran.
-    for (const SiteHolders &s : in.site_holders) {
-      if (api_string(s.api) == g.api && family_name(s.family) == g.kind &&
-          same_frames(sites.python_frames(s.pystack), g.python_frames) &&
-          same_frames(sites.native_frames(s.stack), g.frames)) {
-        g.holders = s.holders;
-        break;
-      }
-    }
   }
 }
 

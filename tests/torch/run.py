@@ -9,8 +9,8 @@ TSEAL_TORCH_CLI, TSEAL_TORCH_BUILD, TSEAL_TORCH_SOURCE. Exit 0 pass, 1 fail,
 
 Scenarios: env, smoke, truth-tensors, truth-segments, memory-viz, dataloader,
 backward-growth, backward-oom, oom-recovered, window-growth,
-and PATTERN-MODE for PATTERN in accumulate_loss, validation_no_grad,
-append_predictions, oom_retry and MODE in segments, tensors, expandable.
+and PATTERN-MODE for PATTERN a key of PATTERNS (examples/python/torch) and
+MODE in segments, tensors, expandable.
 """
 import ast
 import fcntl
@@ -179,12 +179,43 @@ def function_ranges(path):
             if isinstance(n, ast.FunctionDef)}
 
 
-LEAKY_FUNCS = {
-    "accumulate_loss": ["train_leaky"],
-    "validation_no_grad": ["validate_leaky"],
-    "append_predictions": ["keep_leaky", "train"],
-    "oom_retry": ["train_leaky"],
+# Each leak pattern (examples/python/torch/PATTERN.py, leaky and --fixed):
+#   funcs:   a growth or OOM entry's Python line lies in one of these functions;
+#   holds:   a holder chain of that entry names this container or variable;
+#   kind:    "growth" (memory grows a step) or "oom" (an unrecovered OOM);
+#   dies:    the leaky twin ends with the OOM (exit 1), as such a program does;
+#   fixed_ooms: the fixed twin still meets (and handles) real OOMs;
+#   env:     extra environment (a small device for the OOM patterns).
+PATTERNS = {
+    "accumulate_loss": {"funcs": ["train_leaky"], "holds": "total_loss", "kind": "growth"},
+    "validation_no_grad": {"funcs": ["validate_leaky"], "holds": "val_loss", "kind": "growth"},
+    "append_predictions": {"funcs": ["keep_leaky", "train"], "holds": "predictions",
+                           "kind": "growth"},
+    "eval_outputs": {"funcs": ["run_leaky"], "holds": "history", "kind": "growth"},
+    "submodule_in_forward": {"funcs": ["forward", "train"], "holds": "extra", "kind": "growth"},
+    "oom_retry": {"funcs": ["train_leaky", "forward_backward"], "holds": "failed_attempts",
+                  "kind": "oom", "fixed_ooms": True,
+                  "env": {"SIMCUDA_MEMORY_BYTES": "256MiB", "EXAMPLE_STEPS": "12"}},
+    "loop_local": {"funcs": ["smooth"], "holds": "activations", "kind": "oom", "dies": True,
+                   "env": {"SIMCUDA_MEMORY_BYTES": "256MiB"}},
 }
+LEAKY_FUNCS = {k: v["funcs"] for k, v in PATTERNS.items()}
+
+
+def leak_lines(path):
+    """The lines an example marks `# LEAK` (what keeps the memory alive)."""
+    with open(path) as f:
+        return {i + 1 for i, line in enumerate(f) if "# LEAK" in line}
+
+
+def names_holder(entry, name):
+    """A holder chain of the entry names `name`: a local, global or class
+    attribute 'name', or an attribute step .name."""
+    for h in entry.get("holders") or []:
+        for step in h.get("chain") or []:
+            if f"'{name}'" in step or step.startswith(f".{name} ") or f".{name} (" in step:
+                return True
+    return False
 
 
 def frames_in(entry, path):
@@ -228,61 +259,92 @@ def check_user_frame_first(report, txt_path, pattern, mode):
                h is None or (isinstance(h, dict) and set(h) == {"kind", "message", "file", "line"}))
 
 
+def in_functions(entry, script, ranges, funcs):
+    lines = {f["line"] for f in frames_in(entry, script)}
+    return [l for l in lines for fn in funcs
+            if fn in ranges and ranges[fn][0] <= l <= ranges[fn][1]]
+
+
 def scenario_pattern(pattern, mode):
+    """One leak pattern in one allocator mode: the leaky twin is flagged at a
+    line of its leaky function, with a holder naming what keeps the memory;
+    the fixed twin reports no growth and no OOM, and exits 0 under
+    TORCHSEAL_EXIT_CODE=23 (the reachable model and optimizer state at exit
+    are not leaks)."""
     py = prerequisites()
+    spec = PATTERNS[pattern]
     script = os.path.join(EXAMPLES, pattern + ".py")
     ranges = function_ranges(script)
-    extra = {}
-    if pattern == "oom_retry":
-        extra["SIMCUDA_MEMORY_BYTES"] = "256MiB"
-        extra["EXAMPLE_STEPS"] = "12"  # each OOM writes an OOM report
+    marked = leak_lines(script)
+    extra = dict(spec.get("env") or {}, TORCHSEAL_EXIT_CODE="23")
     with tempfile.TemporaryDirectory(prefix="tseal-torch-") as tmp:
         reports = {}
         for variant in ("leaky", "fixed"):
             out = os.path.join(tmp, variant)
             args = [script] + (["--fixed"] if variant == "fixed" else [])
             p = run(py, args, shim=True, mode=mode, output=out, extra=extra)
-            CHECK.true(f"{pattern} {variant} ran ({mode})", p.returncode == 0)
+            if variant == "fixed":
+                CHECK.true(f"{pattern} fixed exits 0 under TORCHSEAL_EXIT_CODE=23 ({mode}), "
+                           f"got {p.returncode}", p.returncode == 0)
+            elif spec.get("dies"):
+                CHECK.true(f"{pattern} leaky dies of its OOM ({mode}), got {p.returncode}",
+                           p.returncode == 1 and "OutOfMemoryError" in p.stdout)
+            else:
+                CHECK.true(f"{pattern} leaky ran ({mode}), got {p.returncode}",
+                           p.returncode in (0, 23))
             if not os.path.exists(out + ".json"):
                 CHECK.true(f"{pattern} {variant} wrote {out}.json", False)
                 continue
             reports[variant] = r = load(out + ".json")
             for g in r.get("growth") or []:
                 print(f"  {variant} growth: {describe(g)}")
+                for h in (g.get("holders") or [])[:2]:
+                    print(f"    held by: {' -> '.join(h['chain'])[:200]}")
             for o in r.get("ooms") or []:
-                print(f"  {variant} oom: {o.get('api')} {o.get('requested_bytes')} B")
+                print(f"  {variant} oom: {o.get('api')} {o.get('requested_bytes')} B "
+                      f"recovered={o.get('recovered')} hint={(o.get('hint') or {}).get('kind')}")
+                for h in (o.get("holders") or [])[:2]:
+                    print(f"    held by: {' -> '.join(h['chain'])[:200]}")
         if "leaky" in reports:
             r = reports["leaky"]
-            growth = r.get("growth") or []
-            at_example = [g for g in growth if frames_in(g, script)]
-            if not CHECK.true(f"{pattern} leaky: growth flagged at {pattern}.py ({mode})",
-                              bool(at_example)):
-                # Say precisely what is missing.
-                print(f"  growth entries: {len(growth)}; live allocations at exit: "
-                      f"{[describe(l) for l in r.get('leaks', [])[:5]]}")
+            if spec["kind"] == "growth":
+                flagged = [g for g in r.get("growth") or [] if frames_in(g, script)]
+                what = "growth"
             else:
-                lines = {f["line"] for g in at_example for f in frames_in(g, script)}
-                in_leaky = [l for l in lines for fn in LEAKY_FUNCS[pattern]
-                            if fn in ranges and ranges[fn][0] <= l <= ranges[fn][1]]
-                CHECK.true(f"{pattern} leaky: the growth's Python line {sorted(lines)} "
-                           f"is in {LEAKY_FUNCS[pattern]}", bool(in_leaky))
-            check_user_frame_first(r, os.path.join(tmp, "leaky.txt"), pattern, mode)
-            if pattern == "oom_retry":
-                CHECK.true(f"{pattern} leaky: the OOM is reported ({mode})", bool(r.get("ooms")))
+                flagged = [o for o in r.get("ooms") or [] if not o.get("recovered")
+                           and frames_in(o, script)]
+                what = "unrecovered OOM"
+            if not CHECK.true(f"{pattern} leaky: {what} flagged at {pattern}.py ({mode})",
+                              bool(flagged)):
+                print(f"  growth: {[describe(g) for g in r.get('growth') or []]}; "
+                      f"live at exit: {[describe(l) for l in r.get('leaks', [])[:5]]}")
+            else:
+                where = [l for e in flagged for l in in_functions(e, script, ranges, spec["funcs"])]
+                CHECK.true(f"{pattern} leaky: the {what}'s Python line {sorted(set(where))} is in "
+                           f"{spec['funcs']} ({mode})", bool(where))
+                CHECK.true(f"{pattern} leaky: a holder of the {what} names '{spec['holds']}' ({mode})",
+                           any(names_holder(e, spec["holds"]) for e in flagged))
+                hints = [e.get("hint") for e in flagged if e.get("hint")]
+                CHECK.true(f"{pattern} leaky: a hint points at the line that keeps the memory "
+                           f"({sorted(marked)}): {hints} ({mode})",
+                           any(h.get("file") == script and h.get("line") in marked for h in hints))
+            if spec["kind"] == "growth":
+                check_user_frame_first(r, os.path.join(tmp, "leaky.txt"), pattern, mode)
         if "fixed" in reports:
             r = reports["fixed"]
             bad = [g for g in r.get("growth") or [] if frames_in(g, script)]
             CHECK.true(f"{pattern} fixed: no growth at {pattern}.py ({mode})"
                        + (f": {[describe(g) for g in bad]}" if bad else ""), not bad)
-            if mode == "tensors":
-                # The model's .grad tensors (module globals) are alive at
-                # exit in both twins. Made by the autograd engine, they carry
-                # the borrowed backward() line under an <autograd ...> label;
-                # they are reachable, not the pattern's memory (docs/report-format.md).
-                live_user = [l for l in r.get("leaks", []) if frames_in(l, script)
-                             and l.get("kind") != "host-pinned" and not autograd_label(l)]
-                CHECK.true(f"{pattern} fixed: nothing from {pattern}.py live at exit "
-                           f"({[describe(l) for l in live_user]})", not live_user)
+            ooms = [o for o in r.get("ooms") or [] if not o.get("recovered")]
+            if spec.get("fixed_ooms"):
+                kept = [o for o in ooms if names_holder(o, spec["holds"])]
+                CHECK.true(f"{pattern} fixed: its OOMs are not held by '{spec['holds']}' ({mode})",
+                           not kept)
+            else:
+                CHECK.true(f"{pattern} fixed: no unrecovered OOM ({mode})", not ooms)
+            CHECK.true(f"{pattern} fixed: nothing leaked ({mode}): "
+                       f"{[describe(l) for l in r.get('leaks', [])[:5]]}",
+                       not r.get("leaks") and r["summary"].get("leaked_bytes", 0) == 0)
     done()
 
 

@@ -17,7 +17,7 @@ FLOAT = 4
 
 def smooth(model_state, chunk):
     for _ in range(4):
-        activations = torch.randn(chunk, device="cuda")  # the loop's local
+        activations = torch.randn(chunk, device="cuda")  # LEAK: outlives the loop
         model_state += activations.mean()
         step()
     if fixed():

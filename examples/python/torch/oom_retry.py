@@ -29,10 +29,10 @@ def train_leaky(model, opt, huge):
     for i in range(STEPS):
         try:
             forward_backward(model, opt, huge if i % 2 == 0 else 1)
-        except torch.OutOfMemoryError as e:
-            # LEAK: retrying inside except; the exception's traceback (kept in
-            # a list "for later") pins the frames and the tensors in them.
-            failed_attempts.append(e)
+        except torch.OutOfMemoryError as e:  # LEAK: retrying inside except
+            # The exception's traceback (kept in a list "for later") pins
+            # the frames and the tensors in them.
+            failed_attempts.append(e)  # LEAK: kept for ever
             x = torch.randn(BATCH, FEATURES, device="cuda")
             failed_attempts.append(x)
             forward_backward(model, opt, 1)
