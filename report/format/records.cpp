@@ -221,6 +221,127 @@ bool LabelsRecord::decode(ByteReader &r) {
   return r.ok();
 }
 
+namespace {
+
+constexpr uint8_t kScanDone = 1, kScanAtExit = 2, kScanPartial = 4;
+
+void encode_chain(ByteWriter &w, const std::vector<std::string> &chain) {
+  w.varint(chain.size());
+  for (const std::string &step : chain) w.str(step);
+}
+
+bool decode_chain(ByteReader &r, std::vector<std::string> &chain) {
+  uint64_t n = r.varint();
+  if (n > kMaxChainSteps) return false;
+  chain.clear();
+  for (uint64_t i = 0; i < n && r.ok(); ++i) chain.push_back(r.str());
+  return r.ok();
+}
+
+void encode_holders(ByteWriter &w, const std::vector<Holder> &holders) {
+  w.varint(holders.size());
+  for (const Holder &h : holders) {
+    encode_chain(w, h.chain);
+    w.varint(h.bytes);
+    w.varint(h.tensors);
+  }
+}
+
+bool decode_holders(ByteReader &r, std::vector<Holder> &holders) {
+  uint64_t n = r.varint();
+  if (n > kMaxHolders) return false;
+  holders.clear();
+  for (uint64_t i = 0; i < n && r.ok(); ++i) {
+    Holder h;
+    if (!decode_chain(r, h.chain)) return false;
+    h.bytes = r.varint();
+    h.tensors = r.varint();
+    holders.push_back(std::move(h));
+  }
+  return r.ok();
+}
+
+}  // namespace
+
+void VerdictRecord::encode(ByteWriter &w) const {
+  w.u8((scan.done ? kScanDone : 0) | (scan.at_exit ? kScanAtExit : 0) |
+       (scan.partial ? kScanPartial : 0));
+  w.varint(scan.chains.size());
+  for (const auto &chain : scan.chains) encode_chain(w, chain);
+  w.varint(scan.storages.size());
+  for (const HeldStorage &s : scan.storages) {
+    w.varint(s.addr);
+    w.varint(s.bytes);
+    w.varint(s.chain);
+  }
+  w.varint(site_holders.size());
+  for (const SiteHolders &s : site_holders) {
+    w.varint(s.stack);
+    w.varint(s.pystack);
+    w.varint(static_cast<uint16_t>(s.api));
+    w.u8(static_cast<uint8_t>(s.family));
+    encode_holders(w, s.holders);
+  }
+  w.varint(ooms.size());
+  for (const Oom &o : ooms) {
+    w.varint(o.time_ns);
+    w.u32(o.tid);
+    w.u8(o.recovered ? 1 : 0);
+    encode_holders(w, o.holders);
+  }
+}
+
+bool VerdictRecord::decode(ByteReader &r) {
+  *this = VerdictRecord{};
+  uint8_t flags = r.u8();
+  scan.done = flags & kScanDone;
+  scan.at_exit = flags & kScanAtExit;
+  scan.partial = flags & kScanPartial;
+  uint64_t nchains = r.varint();
+  if (nchains > kMaxScanItems) return false;
+  for (uint64_t i = 0; i < nchains && r.ok(); ++i)
+    if (!decode_chain(r, scan.chains.emplace_back())) return false;
+  uint64_t nstorages = r.varint();
+  if (nstorages > kMaxScanItems) return false;
+  for (uint64_t i = 0; i < nstorages && r.ok(); ++i) {
+    HeldStorage s;
+    s.addr = r.varint();
+    s.bytes = r.varint();
+    uint64_t chain = r.varint();
+    // The analysis indexes chains by it.
+    if (chain >= scan.chains.size()) return false;
+    s.chain = static_cast<uint32_t>(chain);
+    scan.storages.push_back(s);
+  }
+  uint64_t nsites = r.varint();
+  if (nsites > kMaxVerdictSites) return false;
+  for (uint64_t i = 0; i < nsites && r.ok(); ++i) {
+    SiteHolders s;
+    uint64_t stack = r.varint(), pystack = r.varint(), api = r.varint();
+    uint8_t family = r.u8();
+    if (stack > UINT32_MAX || pystack > UINT32_MAX || api > UINT16_MAX ||
+        family > static_cast<uint8_t>(Family::None))
+      return false;
+    s.stack = static_cast<StackId>(stack);
+    s.pystack = static_cast<PyStackId>(pystack);
+    s.api = static_cast<ApiId>(api);
+    s.family = static_cast<Family>(family);
+    if (!decode_holders(r, s.holders)) return false;
+    site_holders.push_back(std::move(s));
+  }
+  uint64_t nooms = r.varint();
+  if (nooms > kMaxVerdictSites) return false;
+  for (uint64_t i = 0; i < nooms && r.ok(); ++i) {
+    Oom o;
+    o.time_ns = r.varint();
+    o.tid = r.u32();
+    o.recovered = r.u8() != 0;
+    if (!decode_holders(r, o.holders)) return false;
+    ooms.push_back(std::move(o));
+  }
+  return r.ok();
+}
+
 size_t EndRecord::encode(uint8_t *dst) const {
   RawWriter w(dst);
   w.f64(end_time);

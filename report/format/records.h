@@ -22,9 +22,13 @@ namespace torchseal::tseal {
 
 // Bounds a decoder enforces, so a damaged count cannot make it allocate
 // without limit before the payload runs out.
-inline constexpr uint64_t kMaxFrames = 4096;        // per native or Python stack
-inline constexpr uint64_t kMaxSymbolFrames = 256;   // inlined levels per IP
-inline constexpr uint64_t kMaxStringId = 1u << 24;  // interned Python strings / labels
+inline constexpr uint64_t kMaxFrames = 4096;            // per native or Python stack
+inline constexpr uint64_t kMaxSymbolFrames = 256;       // inlined levels per IP
+inline constexpr uint64_t kMaxStringId = 1u << 24;      // interned Python strings / labels
+inline constexpr uint64_t kMaxScanItems = 1u << 22;     // holder-scan chains, storages
+inline constexpr uint64_t kMaxChainSteps = 1024;        // steps of one holder chain
+inline constexpr uint64_t kMaxHolders = 4096;           // holders of one site or OOM
+inline constexpr uint64_t kMaxVerdictSites = 1u << 16;  // site holders, OOM verdicts
 
 struct ProcessRecord {
   ProcessInfo info;       // end_time is not stored here (see EndRecord)
@@ -121,6 +125,27 @@ struct EndRecord {
   void encode(ByteWriter &w) const;
   // Also accepts the flag-less End that crash paths wrote before the shape
   // was unified (flags read as 0).
+  bool decode(ByteReader &r);
+};
+
+// What the exit report decided that the events cannot show, written once at
+// a clean exit after the Stacks and PyStacks chunks its ids refer to: the
+// holder scan (memory a Python object still holds is reachable, not leaked),
+// the holders each site had at the scans while the program ran (growth
+// entries), and each OOM's verdict. A replay that has it agrees with P.json.
+struct VerdictRecord {
+  // An OOM of the exit report, matched to its OomFail event by time and thread.
+  struct Oom {
+    uint64_t time_ns = 0;  // the OomFail event's time (CLOCK_MONOTONIC ns)
+    uint32_t tid = 0;      // ... and its thread
+    bool recovered = false;
+    std::vector<Holder> holders;
+  };
+  HolderScan scan;
+  std::vector<SiteHolders> site_holders;
+  std::vector<Oom> ooms;
+
+  void encode(ByteWriter &w) const;
   bool decode(ByteReader &r);
 };
 

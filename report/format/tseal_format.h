@@ -41,11 +41,12 @@ enum class Chunk : uint8_t {
   Symbols = 7,   // symbol table for every IP seen (clean exit)
   End = 8,       // end: end time, totals, exit-time flags
   Labels = 9,    // newly interned mark labels
+  Verdict = 10,  // exit-time verdict of a Python process or of its OOMs (clean exit)
 };
 
 // The highest chunk type this version writes; a reader skips chunks of a
 // higher type whose checksum matches (docs/tseal-format.md, append-only rules).
-inline constexpr uint8_t kLastChunk = static_cast<uint8_t>(Chunk::Labels);
+inline constexpr uint8_t kLastChunk = static_cast<uint8_t>(Chunk::Verdict);
 
 // ---- little-endian fixed-width and LEB128 varints ----
 

@@ -54,6 +54,8 @@ class Reader {
         return end(r);
       case Chunk::Labels:
         return labels(r);
+      case Chunk::Verdict:
+        return verdict(r);
     }
     return true;  // a newer writer's chunk type: skipped (docs/tseal-format.md)
   }
@@ -130,6 +132,15 @@ class Reader {
     tseal::LabelsRecord rec;
     if (!rec.decode(r)) return false;
     for (auto &[id, label] : rec.labels) sink_.on_label(id, std::move(label));
+    return true;
+  }
+
+  // Written after the last pass: its OOMs refer to events already read.
+  bool verdict(ByteReader &r) {
+    tseal::VerdictRecord rec;
+    if (!rec.decode(r)) return false;
+    flush_pass();
+    sink_.on_verdict(std::move(rec));
     return true;
   }
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "report/format/records.h"
 #include "report/model/analysis_input.h"
 #include "report/model/event.h"
 #include "report/model/report_model.h"
@@ -32,6 +33,9 @@ class HistorySink {
   // Exit-time facts from the End chunk (bit 0: PyTorch caching allocator,
   // bit 1: PyTorch process).
   virtual void on_exit_flags(uint8_t /*flags*/) {}
+  // The exit report's verdict (Verdict chunk: holder scan, site holders,
+  // OOM verdicts); after every event it refers to.
+  virtual void on_verdict(tseal::VerdictRecord && /*verdict*/) {}
 };
 
 struct HistoryReadStats {

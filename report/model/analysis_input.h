@@ -76,7 +76,7 @@ struct HeldStorage {
 };
 
 // The holder scan at the latest safe point of a Python process (empty
-// elsewhere, and in a replayed history).
+// elsewhere, and in a replayed history without a Verdict chunk).
 struct HolderScan {
   bool done = false;     // a scan ran
   bool at_exit = false;  // ... while the interpreter was exiting: it decides reachable vs leaked
@@ -110,6 +110,8 @@ struct OomRecord {
   // freed its cache and tried again): the program never saw this OOM.
   bool recovered = false;
   std::vector<Holder> holders;  // from the first safe point after it
+  uint64_t time_ns = 0;         // its OomFail event's time (CLOCK_MONOTONIC ns)
+  uint32_t tid = 0;             // ... and thread: how a replay finds its verdict
 };
 
 struct InvalidFree {

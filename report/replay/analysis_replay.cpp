@@ -1,6 +1,8 @@
 #include "report/replay/analysis_replay.h"
 
 #include <algorithm>
+#include <map>
+#include <utility>
 
 #include "report/model/vmm_maps.h"
 #include "report/replay/replay.h"
@@ -47,6 +49,10 @@ class AnalysisObserver : public ReplayObserver {
     in_.torch_caching_allocator = flags & 1;
     in_.torch_process = flags & 2;
   }
+  void on_verdict(tseal::VerdictRecord &&v) override {
+    verdict_ = std::move(v);
+    has_verdict_ = true;
+  }
 
   void on_event(const Event &e) override {
     switch (e.op) {
@@ -60,22 +66,10 @@ class AnalysisObserver : public ReplayObserver {
         ++in_.events;
         break;
       }
-      case Op::OomFail: {
-        OomRecord o;
-        o.api = e.api;
-        o.requested = e.size;
-        o.device = e.device;
-        o.stack = e.stack;
-        o.pystack = e.pystack;
-        o.live_bytes = replay_->live_bytes();
-        if (in_.ooms.size() < 8) {
-          replay_->for_each_live(
-              [&](const ReplayRecord &r) { o.live_at_oom.push_back(live_alloc_of(r.alloc)); });
-          in_.ooms.push_back(std::move(o));
-        }
+      case Op::OomFail:
+        oom(e);
         ++in_.events;
         break;
-      }
       case Op::Step:
         step(e);
         break;
@@ -113,9 +107,57 @@ class AnalysisObserver : public ReplayObserver {
     in_.peak_bytes = peak_;
     in_.vmm_maps = vmm_maps_.list();
     in_.steps = steps_.empty() ? std::move(windows_) : std::move(steps_);
+    if (has_verdict_) {
+      apply_verdict();
+    } else {
+      if (ooms_.size() > kOldReportOoms) ooms_.resize(kOldReportOoms);
+      in_.ooms = std::move(ooms_);
+    }
   }
 
  private:
+  // Every OOM until the bound, with the live set at that moment for the
+  // first ones (all a report lists without a verdict) and the newest ones
+  // (the OOM the program saw often comes after many recovered retries).
+  void oom(const Event &e) {
+    if (ooms_.size() >= kMaxOoms) ooms_.erase(ooms_.begin() + kSnapshotFirst);
+    OomRecord &o = ooms_.emplace_back();
+    o.api = e.api;
+    o.requested = e.size;
+    o.device = e.device;
+    o.stack = e.stack;
+    o.pystack = e.pystack;
+    o.live_bytes = replay_->live_bytes();
+    o.time_ns = e.time_ns;
+    o.tid = e.tid;
+    replay_->for_each_live(
+        [&](const ReplayRecord &r) { o.live_at_oom.push_back(live_alloc_of(r.alloc)); });
+    if (ooms_.size() > kSnapshotFirst + kSnapshotLast) {
+      OomRecord &older = ooms_[ooms_.size() - 1 - kSnapshotLast];
+      std::vector<LiveAlloc>().swap(older.live_at_oom);
+    }
+  }
+
+  // The shim's exit verdict: its holder scan and site holders, and its OOMs
+  // in its order, each found by its OomFail event (time and thread) and
+  // marked as it was decided. An OOM the shim did not keep is not listed.
+  void apply_verdict() {
+    in_.holders = std::move(verdict_.scan);
+    in_.site_holders = std::move(verdict_.site_holders);
+    std::map<std::pair<uint64_t, uint32_t>, size_t> by_event;
+    for (size_t i = 0; i < ooms_.size(); ++i)
+      by_event.emplace(std::pair(ooms_[i].time_ns, ooms_[i].tid), i);
+    for (tseal::VerdictRecord::Oom &v : verdict_.ooms) {
+      auto it = by_event.find({v.time_ns, v.tid});
+      if (it == by_event.end()) continue;
+      OomRecord &o = ooms_[it->second];
+      o.recovered = v.recovered;
+      o.holders = std::move(v.holders);
+      in_.ooms.push_back(std::move(o));
+      by_event.erase(it);
+    }
+  }
+
   void step(const Event &e) {
     bool window = (e.size & kWindowStepBit) != 0;
     StepSample sample;
@@ -149,6 +191,13 @@ class AnalysisObserver : public ReplayObserver {
   }
 
   static constexpr size_t kMaxMarks = 10000;  // a report lists them all: keep it readable
+  // Without a verdict (an older or crashed file) the report lists the first
+  // 8 OOMs, as it always did. The shim keeps at most 8 undecided or seen
+  // OOMs and 8 recovered ones (shim/core/recorder.cpp): the first 16 cover them
+  // unless a run retried often.
+  static constexpr size_t kOldReportOoms = 8;
+  static constexpr size_t kSnapshotFirst = 16, kSnapshotLast = 8;
+  static constexpr size_t kMaxOoms = 4096;
 
   AnalysisInput &in_;
   std::unordered_map<uint64_t, std::vector<NativeFrame>> &symbols_;
@@ -157,6 +206,9 @@ class AnalysisObserver : public ReplayObserver {
   VmmMapTable vmm_maps_;
   std::vector<StepSample> steps_, windows_;
   uint64_t peak_ = 0;
+  std::vector<OomRecord> ooms_;  // every OomFail event, oldest first (bounded)
+  tseal::VerdictRecord verdict_;
+  bool has_verdict_ = false;
 };
 
 }  // namespace

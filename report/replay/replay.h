@@ -70,6 +70,7 @@ class Replay final : public HistorySink {
   void on_label(uint32_t id, std::string &&label) override;
   void on_end(double t, uint64_t n, bool clean) override { obs_.on_end(t, n, clean); }
   void on_exit_flags(uint8_t flags) override { obs_.on_exit_flags(flags); }
+  void on_verdict(tseal::VerdictRecord &&v) override { obs_.on_verdict(std::move(v)); }
   void on_event(const Event &e) override;
 
   // Every live record, pointers first, then VMM handles (table order).

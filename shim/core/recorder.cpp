@@ -190,6 +190,8 @@ void Recorder::on_oom(ApiId api, Family family, uint64_t size, int device) {
   o.stack = capture();
   o.pystack = py::capture();
   o.live_bytes = counters().live_bytes();
+  o.time_ns = t0;
+  o.tid = this_tid();
   if (history::enabled()) {
     Event e = make_event(Op::OomFail, api, family, t0, 0, size);
     e.stack = o.stack;
@@ -199,7 +201,7 @@ void Recorder::on_oom(ApiId api, Family family, uint64_t size, int device) {
   }
   uint64_t ips[kChainDepth];
   int n = capture_stack(ips, kChainDepth);
-  uint32_t tid = this_tid();
+  const uint32_t tid = o.tid;
   bool keep;
   {
     Guard g(misc_lock_);
@@ -388,14 +390,10 @@ void Recorder::snapshot(AnalysisInput &in) {
   stacks_.export_all(in.stacks.native);
   py::export_all(in.stacks.python);
   live_now(in);
+  ooms(in.ooms);
   {
     Guard g(misc_lock_);
     in.live.insert(in.live.end(), teardown_leaks_.begin(), teardown_leaks_.end());
-    in.ooms = ooms_;
-    // Not decided yet (a dump while a retry is under way): as the program
-    // would see them if nothing retried.
-    for (const OomChain &c : pending_ooms_)
-      in.ooms.insert(in.ooms.end(), c.records.begin(), c.records.end());
     // Explicit steps win; time windows stand in only when there are none.
     in.steps = step_samples_.empty() ? window_samples_ : step_samples_;
     in.invalid_frees = invalid_frees_;
@@ -403,6 +401,13 @@ void Recorder::snapshot(AnalysisInput &in) {
   in.peak_bytes = counters().peak_bytes();
   in.events = counters().events();
   in.seconds_in_torchseal = counters().self_seconds();
+}
+
+void Recorder::ooms(std::vector<OomRecord> &out) {
+  Guard g(misc_lock_);
+  out = ooms_;
+  // Not decided yet (a dump while a retry is under way).
+  for (const OomChain &c : pending_ooms_) out.insert(out.end(), c.records.begin(), c.records.end());
 }
 
 void Recorder::live_now(AnalysisInput &in) {

@@ -51,6 +51,9 @@ class Recorder {
 
   // Builds the analysis input from the current state (exit, signal, API dump).
   void snapshot(AnalysisInput &in);
+  // The OOMs a report lists: the decided ones, then the pending ones as the
+  // program would see them if nothing retried.
+  void ooms(std::vector<OomRecord> &out);
   // The live allocations and VMM mappings now, without exporting stacks (a
   // holder scan's view).
   void live_now(AnalysisInput &in);

@@ -12,6 +12,7 @@
 #include "report/format/tseal_format.h"
 #include "shim/core/fast_clock.h"
 #include "shim/core/recorder.h"
+#include "shim/runtime/exit_verdict.h"
 #include "shim/runtime/lifecycle.h"
 #include "shim/runtime/log.h"
 #include "shim/runtime/report_files.h"
@@ -150,6 +151,11 @@ void finish(bool clean) {
         append_symbols(out, recorder().stacks());
       } catch (...) {
         log::warn("could not append the symbol table to %s", file::path().c_str());
+      }
+      try {
+        append_verdict(out);
+      } catch (...) {
+        log::warn("could not append the exit verdict to %s", file::path().c_str());
       }
     }
     file::write_all(out);

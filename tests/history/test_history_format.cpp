@@ -84,6 +84,20 @@ std::vector<uint8_t> make_file(const std::vector<Event> &events, bool with_end) 
   return out;
 }
 
+// One event from stack 1 on device 0.
+Event event_at(Op op, ApiId api, uint64_t addr, uint64_t size, uint64_t t) {
+  Event e{};
+  e.op = op;
+  e.api = api;
+  e.family = api < ApiId::Count ? api_info(api).family : Family::None;  // Step has no API
+  e.addr = addr;
+  e.size = size;
+  e.time_ns = t;
+  e.stack = 1;
+  e.device = 0;
+  return e;
+}
+
 struct Collect : HistorySink {
   std::vector<Event> events;
   ProcessInfo process;
@@ -224,16 +238,7 @@ TEST_CASE("foreign files and unknown versions are rejected with one line") {
 TEST_CASE("replay rebuilds live state, OOMs, teardown and steps") {
   std::vector<Event> ev;
   auto mk = [&](Op op, ApiId api, uint64_t addr, uint64_t size, uint64_t t) {
-    Event e{};
-    e.op = op;
-    e.api = api;
-    e.family = api < ApiId::Count ? api_info(api).family : Family::None;  // Step has no API
-    e.addr = addr;
-    e.size = size;
-    e.time_ns = t;
-    e.stack = 1;
-    e.device = 0;
-    ev.push_back(e);
+    ev.push_back(event_at(op, api, addr, size, t));
   };
   mk(Op::Alloc, ApiId::cudaMalloc, 0x1000, 100, 10);
   mk(Op::Alloc, ApiId::cudaMalloc, 0x2000, 200, 20);
@@ -338,5 +343,70 @@ TEST_CASE("a chunk type newer than the reader is skipped, not taken for damage")
   CHECK(warnings.empty());
   CHECK(stats.clean_end);
   CHECK(c.events.size() == events.size());
+  unlink(path.c_str());
+}
+
+TEST_CASE("replay takes the exit verdict: holder scan, site holders, OOMs by their event") {
+  std::vector<Event> ev;
+  auto mk = [&](Op op, uint64_t addr, uint64_t size, uint64_t t) {
+    ev.push_back(event_at(op, ApiId::cudaMalloc, addr, size, t));
+  };
+  mk(Op::Alloc, 0x1000, 100, 10);
+  for (uint64_t k = 0; k < 10; ++k) mk(Op::OomFail, 0, 1000 + k, 40 + k);
+  auto bytes = make_file(ev, false);
+  std::vector<uint8_t> no_verdict = bytes;
+  VerdictRecord v;
+  v.scan.done = v.scan.at_exit = true;
+  v.scan.chains = {{"global 'model' (Linear) in t.py", ".weight"}};
+  v.scan.storages = {{0x1000, 100, 0}};
+  v.site_holders.push_back({1, 0, ApiId::cudaMalloc, Family::Device, {{{"global 'kept'"}, 100, 1}}});
+  // The shim's order (the order of its decisions), one OOM the file does not
+  // hold (thread 78), and one at a time no event has.
+  v.ooms.push_back({49, 77, false, {{{"global 'big'"}, 7, 1}}});
+  v.ooms.push_back({41, 77, true, {}});
+  v.ooms.push_back({42, 78, true, {}});
+  v.ooms.push_back({1000, 77, true, {}});
+  append_record(bytes, Chunk::Verdict, v);
+  for (auto *b : {&bytes, &no_verdict})
+    append_record(*b, Chunk::End, EndRecord{1.7e9 + 5, ev.size(), true, 0});
+
+  std::string path = temp_path("verdict.tseal");
+  std::unordered_map<uint64_t, std::vector<NativeFrame>> symbols;
+  std::string error;
+  std::vector<std::string> warnings;
+  AnalysisInput in;
+  write_file(path, bytes);
+  REQUIRE(replay_history(path, in, symbols, error, warnings));
+  CHECK(warnings.empty());
+  CHECK(in.holders.done);
+  CHECK(in.holders.at_exit);
+  CHECK(in.holders.chains == v.scan.chains);
+  REQUIRE(in.holders.storages.size() == 1);
+  CHECK(in.holders.storages[0].addr == 0x1000);
+  REQUIRE(in.site_holders.size() == 1);
+  CHECK(in.site_holders[0].stack == 1);
+  CHECK(in.site_holders[0].holders[0].chain == std::vector<std::string>{"global 'kept'"});
+  REQUIRE(in.ooms.size() == 2);
+  CHECK(in.ooms[0].requested == 1009);
+  CHECK_FALSE(in.ooms[0].recovered);
+  REQUIRE(in.ooms[0].holders.size() == 1);
+  CHECK(in.ooms[0].holders[0].chain == std::vector<std::string>{"global 'big'"});
+  CHECK(in.ooms[0].live_at_oom.size() == 1);  // the newest OOMs keep their snapshot
+  CHECK(in.ooms[1].requested == 1001);
+  CHECK(in.ooms[1].recovered);
+  CHECK(in.ooms[1].live_bytes == 100);
+  CHECK(in.ooms[1].live_at_oom.size() == 1);
+
+  // Without the chunk (an older or crashed file): the first 8 OOMs, none
+  // recovered, no scan, as before.
+  write_file(path, no_verdict);
+  REQUIRE(replay_history(path, in, symbols, error, warnings));
+  CHECK_FALSE(in.holders.done);
+  CHECK(in.site_holders.empty());
+  REQUIRE(in.ooms.size() == 8);
+  for (size_t k = 0; k < 8; ++k) {
+    CHECK(in.ooms[k].requested == 1000 + k);
+    CHECK_FALSE(in.ooms[k].recovered);
+  }
   unlink(path.c_str());
 }

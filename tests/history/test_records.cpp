@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <tuple>
 
 #include "report/format/records.h"
 
@@ -202,5 +203,123 @@ TEST_CASE("corrupt counts fail to decode instead of allocating or overreading") 
     SymbolsRecord s;
     ByteReader r(b.data(), b.size());
     CHECK_FALSE(s.decode(r));
+  }
+}
+
+namespace {
+
+VerdictRecord sample_verdict() {
+  VerdictRecord v;
+  v.scan.done = true;
+  v.scan.at_exit = true;
+  v.scan.partial = false;
+  v.scan.chains = {{"global 'model' (Linear) in train.py", ".weight", "Tensor float32 (8, 8)"},
+                   {}};
+  v.scan.storages = {{0x7f0000000000, 256, 0}, {0x7f0000001000, 1ull << 40, 1}};
+  SiteHolders s;
+  s.stack = 65;
+  s.pystack = 3;
+  s.api = ApiId::cudaMalloc;
+  s.family = Family::Device;
+  s.holders = {{{"main() local 'kept' (list) at a.py:3", "[0..7]"}, 4096, 8}};
+  v.site_holders = {s};
+  v.ooms.push_back({123456789012, 4242, true, {}});
+  v.ooms.push_back({123456789999, 7, false, {{{"global 'x'"}, 1, 1}}});
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("Verdict record round trips the scan, site holders and OOM verdicts") {
+  VerdictRecord v = sample_verdict();
+  VerdictRecord q = round_trip(v);
+  CHECK(q.scan.done);
+  CHECK(q.scan.at_exit);
+  CHECK_FALSE(q.scan.partial);
+  CHECK(q.scan.chains == v.scan.chains);
+  REQUIRE(q.scan.storages.size() == 2);
+  CHECK(q.scan.storages[1].addr == 0x7f0000001000);
+  CHECK(q.scan.storages[1].bytes == 1ull << 40);
+  CHECK(q.scan.storages[1].chain == 1);
+  REQUIRE(q.site_holders.size() == 1);
+  CHECK(q.site_holders[0].stack == 65);
+  CHECK(q.site_holders[0].pystack == 3);
+  CHECK(q.site_holders[0].api == ApiId::cudaMalloc);
+  CHECK(q.site_holders[0].family == Family::Device);
+  REQUIRE(q.site_holders[0].holders.size() == 1);
+  CHECK(q.site_holders[0].holders[0].chain == v.site_holders[0].holders[0].chain);
+  CHECK(q.site_holders[0].holders[0].bytes == 4096);
+  CHECK(q.site_holders[0].holders[0].tensors == 8);
+  REQUIRE(q.ooms.size() == 2);
+  CHECK(q.ooms[0].time_ns == 123456789012);
+  CHECK(q.ooms[0].tid == 4242);
+  CHECK(q.ooms[0].recovered);
+  CHECK(q.ooms[0].holders.empty());
+  CHECK_FALSE(q.ooms[1].recovered);
+  REQUIRE(q.ooms[1].holders.size() == 1);
+  CHECK(q.ooms[1].holders[0].chain == std::vector<std::string>{"global 'x'"});
+
+  // A partial step scan (flags other than at_exit) keeps its flags too.
+  VerdictRecord step;
+  step.scan.done = true;
+  step.scan.partial = true;
+  VerdictRecord p = round_trip(step);
+  CHECK(p.scan.done);
+  CHECK_FALSE(p.scan.at_exit);
+  CHECK(p.scan.partial);
+}
+
+TEST_CASE("a damaged Verdict payload fails to decode instead of allocating or misindexing") {
+  // The counts, each past its bound, in payload order after the flags byte.
+  auto with = [](std::initializer_list<uint64_t> varints, uint8_t flags = 3) {
+    std::vector<uint8_t> b;
+    ByteWriter w(b);
+    w.u8(flags);
+    for (uint64_t v : varints) w.varint(v);
+    return b;
+  };
+  auto fails = [](const std::vector<uint8_t> &b) {
+    ByteReader r(b.data(), b.size());
+    VerdictRecord v;
+    return !v.decode(r);
+  };
+  SECTION("too many chains or storages") {
+    CHECK(fails(with({kMaxScanItems + 1})));
+    CHECK(fails(with({0, kMaxScanItems + 1})));
+  }
+  SECTION("a chain longer than the bound") { CHECK(fails(with({1, kMaxChainSteps + 1}))); }
+  SECTION("a storage naming a chain that does not exist") {
+    CHECK(fails(with({1, 0, 1, 0x1000, 16, 1, 0, 0})));
+    CHECK_FALSE(fails(with({1, 0, 1, 0x1000, 16, 0, 0, 0})));
+  }
+  SECTION("too many sites, OOMs or holders") {
+    CHECK(fails(with({0, 0, kMaxVerdictSites + 1})));
+    CHECK(fails(with({0, 0, 0, kMaxVerdictSites + 1})));
+    std::vector<uint8_t> b = with({0, 0, 1, 1, 1, 0});
+    b.push_back(0);  // family Device
+    ByteWriter(b).varint(kMaxHolders + 1);
+    CHECK(fails(b));
+  }
+  SECTION("a site's api, family or stack id out of range") {
+    const std::tuple<uint64_t, uint8_t, uint64_t> cases[] = {
+        {0x10000, 0, 1}, {0, static_cast<uint8_t>(static_cast<int>(Family::None) + 1), 1}, {0, 0, 1ull << 32}};
+    for (auto [api, family, stack] : cases) {
+      std::vector<uint8_t> b = with({0, 0, 1, stack, 1, api});
+      b.push_back(family);
+      ByteWriter(b).varint(0);
+      ByteWriter(b).varint(0);  // no OOMs
+      CHECK(fails(b));
+    }
+  }
+  SECTION("every byte flipped decodes or fails, never overreads") {
+    std::vector<uint8_t> good = bytes_of(sample_verdict());
+    for (size_t i = 0; i < good.size(); ++i) {
+      std::vector<uint8_t> b = good;
+      b[i] ^= 0xff;
+      ByteReader r(b.data(), b.size());
+      VerdictRecord v;
+      if (v.decode(r))
+        for (const HeldStorage &s : v.scan.storages) CHECK(s.chain < v.scan.chains.size());
+    }
   }
 }

@@ -8,7 +8,8 @@ TSEAL_TORCH_CLI, TSEAL_TORCH_BUILD, TSEAL_TORCH_SOURCE. Exit 0 pass, 1 fail,
 77 skip (always with a loud reason on stderr).
 
 Scenarios: env, smoke, truth-tensors, truth-segments, memory-viz, dataloader,
-backward-growth, backward-oom, oom-recovered, window-growth,
+backward-growth, backward-oom, oom-recovered, window-growth, replay-segments,
+replay-tensors, pinned-cache-tensors,
 and PATTERN-MODE for PATTERN a key of PATTERNS (examples/python/torch) and
 MODE in segments, tensors, expandable.
 """
@@ -716,6 +717,60 @@ def scenario_replay_segments():
     done()
 
 
+def replayed(out):
+    """`torchseal report P.tseal --format json`, parsed ({} when it failed)."""
+    e = harness.run([CLI, "report", out + ".tseal", "--format", "json"], None)
+    CHECK.true(f"torchseal report {os.path.basename(out)}.tseal ran", e.returncode == 0)
+    return json.loads(e.stdout) if e.returncode == 0 else {}
+
+
+def verdict_of(report):
+    """What a replay must agree on: each leak and reachable entry (site, size,
+    holders), the byte totals, and each OOM's recovered flag, in order."""
+    def entries(key):
+        return sorted((x.get("api"), x.get("kind"), x.get("bytes"), x.get("allocations"),
+                       tuple((f.get("file"), f.get("line")) for f in x.get("python_frames") or []),
+                       tuple(tuple(h.get("chain") or []) for h in x.get("holders") or []))
+                      for x in report.get(key) or [])
+    s = report.get("summary") or {}
+    return {"leaks": entries("leaks"), "reachable": entries("reachable"),
+            "reachable_bytes": s.get("reachable_bytes"), "leaked_bytes": s.get("leaked_bytes"),
+            "ooms": [(o.get("requested_bytes"), o.get("recovered")) for o in report.get("ooms") or []]}
+
+
+def check_replay_agrees(out):
+    live, replay = verdict_of(load(out + ".json")), verdict_of(replayed(out))
+    for k in live:
+        CHECK.true(f"{k}: in-process {live[k]} == replayed {replay.get(k)}", live[k] == replay.get(k))
+    c = subprocess.run([CLI, "check", out + ".tseal"], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True)
+    print("  " + c.stdout.strip().replace("\n", "\n  "))
+    CHECK.true(f"torchseal check {os.path.basename(out)}.tseal passes", c.returncode == 0)
+    return live
+
+
+def scenario_replay_tensors():
+    """The exit verdict of a Python process is in the history (its Verdict
+    chunk): a correct training script in tensors mode has its parameters,
+    gradients and optimizer state `reachable` in P.json, and so in the replay
+    of P.tseal, which `check` passes; a recovered OOM stays recovered."""
+    py = prerequisites()
+    with tempfile.TemporaryDirectory(prefix="tseal-torch-") as tmp:
+        out = os.path.join(tmp, "train")
+        p = run(py, [os.path.join(EXAMPLES, "accumulate_loss.py"), "--fixed"], shim=True,
+                mode="tensors", output=out, extra={"EXAMPLE_STEPS": "4"})
+        if CHECK.true("example ran", p.returncode == 0 and os.path.exists(out + ".json")):
+            live = check_replay_agrees(out)
+            CHECK.true(f"P.json has reachable memory and no leaks: {live['reachable_bytes']} B, "
+                       f"{live['leaks']}", (live["reachable_bytes"] or 0) > 0 and not live["leaks"])
+        _, out, p, r = run_inline(tmp, "oom_recovered", OOM_RECOVERED,
+                                  extra={"SIMCUDA_MEMORY_BYTES": "64MiB"})
+        live = check_replay_agrees(out)
+        CHECK.true(f"P.json has a recovered OOM: {live['ooms']}",
+                   any(rec is True for _, rec in live["ooms"]))
+    done()
+
+
 def scenario_pinned_cache_tensors():
     """PyTorch's pinned-host cache (cudaHostAlloc from CachingHostAllocator,
     e.g. for .item()) is not a user leak in a PyTorch process (docs/pytorch.md),
@@ -766,6 +821,8 @@ def main():
             scenario_dataloader()
         if s == "replay-segments":
             scenario_replay_segments()
+        if s == "replay-tensors":
+            scenario_replay_tensors()
         if s == "pinned-cache-tensors":
             scenario_pinned_cache_tensors()
         if s in VERDICT_SCENARIOS:

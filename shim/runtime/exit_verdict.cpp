@@ -1,0 +1,38 @@
+#include "shim/runtime/exit_verdict.h"
+
+#include "report/format/records.h"
+#include "report/format/tseal_format.h"
+#include "report/model/analysis_input.h"
+#include "shim/core/python/safe_points.h"
+#include "shim/core/recorder.h"
+#include "shim/runtime/log.h"
+
+namespace torchseal::history {
+
+void append_verdict(std::vector<uint8_t> &out) {
+  // Built as the exit report builds its input, so both see the same OOMs
+  // in the same order (holders::fill matches OOMs by position).
+  AnalysisInput in;
+  recorder().ooms(in.ooms);
+  holders::fill(in);
+  if (!in.holders.done && in.site_holders.empty() && in.ooms.empty()) return;
+  tseal::VerdictRecord rec;
+  rec.scan = std::move(in.holders);
+  rec.site_holders = std::move(in.site_holders);
+  for (OomRecord &o : in.ooms)
+    rec.ooms.push_back({o.time_ns, o.tid, o.recovered, std::move(o.holders)});
+  std::vector<uint8_t> payload;
+  tseal::ByteWriter w(payload);
+  rec.encode(w);
+  // A reader stops at a chunk over the limit, and would lose the End after it.
+  if (payload.size() > tseal::kMaxChunkPayload) {
+    log::warn(
+        "the exit verdict (%zu bytes) is too large for the history file; replays of it "
+        "will not show holders",
+        payload.size());
+    return;
+  }
+  tseal::append_chunk(out, tseal::Chunk::Verdict, payload);
+}
+
+}  // namespace torchseal::history
