@@ -32,7 +32,7 @@ void put_utf8(uint32_t cp, std::string &out) {
 
 // The bytes of a bytes object, or false.
 bool bytes_view(const Interp &in, uintptr_t obj, const uint8_t *&data, size_t &len) {
-  if (!plausible(obj) || rd_ptr(obj + 8) != in.bytes_type) return false;
+  if (!plausible(obj) || rd_ptr(obj + in.layout->ob_type) != in.bytes_type) return false;
   int64_t n = rd<int64_t>(obj + in.layout->bytes_size);
   if (n < 0 || n > kMaxTableBytes) return false;
   data = reinterpret_cast<const uint8_t *>(obj + in.layout->bytes_data);
@@ -114,7 +114,7 @@ template <typename Read>
 bool copy_unicode_with(const Interp &in, uintptr_t obj, size_t cap, std::string &out, Read &read) {
   out.clear();
   const Layout &l = *in.layout;
-  if (!plausible(obj) || read.ptr(obj + 8) != in.unicode_type) return false;
+  if (!plausible(obj) || read.ptr(obj + l.ob_type) != in.unicode_type) return false;
   int64_t n = read.template get<int64_t>(obj + l.str_length);
   if (n < 0 || n > kMaxStringChars) return false;
   // Low byte only: the bits above `ascii`/`ready` are padding and were seen
@@ -157,7 +157,7 @@ bool copy_unicode_guarded(const Interp &in, uintptr_t obj, size_t cap, std::stri
 
 bool decode_location(const Interp &in, uintptr_t code, int64_t offset, DecodedLocation &out) {
   const Layout &l = *in.layout;
-  if (!plausible(code) || rd_ptr(code + 8) != in.code_type) return false;
+  if (!plausible(code) || rd_ptr(code + in.layout->ob_type) != in.code_type) return false;
   uintptr_t name =
       rd_ptr(code + (l.co_qualname != kAbsent ? static_cast<uint32_t>(l.co_qualname) : l.co_name));
   if (!copy_unicode(in, name, kMaxNameBytes, out.function)) out.function = "<unknown>";

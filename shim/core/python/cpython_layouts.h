@@ -1,9 +1,10 @@
 // Byte offsets into CPython's thread states, frames, code objects and strings
 // for each supported minor version (x86-64/aarch64 Linux, default GIL build).
-// The 3.11+ frame structs are internal to CPython, so these come from the
-// version's headers (Include/internal/pycore_frame.h and friends); 3.13 and
-// later publish _Py_DebugOffsets, which validate_debug_offsets() checks our
-// table against, so a mismatching build is refused instead of misread.
+// The 3.11+ frame structs are internal to CPython. For 3.10-3.12 the offsets
+// come from each version's headers (Include/internal/pycore_frame.h and
+// friends). 3.13 and later publish _Py_DebugOffsets: 3.13's table is checked
+// against it; from 3.14 on the layout is read from it, plus the few per-minor
+// facts it does not carry. A build that disagrees is refused, not misread.
 #pragma once
 
 #include <cstdint>
@@ -16,13 +17,17 @@ enum FrameOwner : uint8_t {
   kOwnedByThread = 0,
   kOwnedByGenerator = 1,
   kOwnedByFrameObject = 2,
-  kOwnedByCStack = 3,  // 3.12+: entry trampolines, never user code
+  // 3.12+: entry frames, never user code. 3.12/3.13 call it
+  // FRAME_OWNED_BY_CSTACK; 3.14 FRAME_OWNED_BY_INTERPRETER, with CSTACK = 4.
+  kOwnedByEntry = 3,
 };
 
 constexpr int32_t kAbsent = -1;
 
 struct Layout {
-  int minor;  // 10..13
+  int minor;  // 10 and up
+
+  uint32_t ob_type;  // PyObject.ob_type
 
   // Thread state -> innermost frame. When cframe_current_frame is set (3.11,
   // 3.12) ts_frame is the _PyCFrame pointer and the frame is one hop further.
@@ -34,6 +39,12 @@ struct Layout {
   uint32_t fr_previous;  // f_back / previous
   uint32_t fr_position;  // f_lasti (int, code units) on 3.10; instruction pointer on 3.11+
   int32_t fr_owner;      // uint8 owner; kAbsent on 3.10
+  // Owners from kOwnedByEntry up to this one are entry frames; a larger
+  // value means the pointer is not a frame.
+  uint8_t fr_owner_last;
+  // 3.14+: f_executable is a _PyStackRef, a PyObject* whose low bits are
+  // tags (Py_TAG_BITS, internal/pycore_stackref.h); 0 before.
+  uint8_t fr_code_tag_bits;
 
   // Code object.
   uint32_t co_firstlineno;  // int
@@ -60,14 +71,14 @@ struct Layout {
   uint32_t bytes_data;
 };
 
-// The table for a PY_VERSION_HEX, or nullptr when the minor version is not
-// supported (older than 3.10, or newer than 3.13).
-const Layout *layout_for_version(uint32_t version_hex);
-
-// 3.13+: compares `layout` with the interpreter's own _Py_DebugOffsets (the
-// first member of _PyRuntime). False, with a reason in `why`, when the cookie
-// or version is wrong, the build is free-threaded, or any offset differs.
-bool validate_debug_offsets(uintptr_t py_runtime, uint32_t version_hex, const Layout &layout,
-                            std::string &why);
+// The layout of the interpreter with this PY_VERSION_HEX, whose _PyRuntime
+// (where _Py_DebugOffsets is the first member; 0 if not exported) is at
+// `py_runtime`. nullptr with a one-line reason in `why` when it cannot be
+// read: older than 3.10, _Py_DebugOffsets missing or naming a field that
+// disagrees with what the reader needs, or a free-threaded build. A minor
+// newer than the newest known one is read like the newest when its debug
+// offsets agree with that one's facts. The result lives as long as the
+// process (other threads may hold it).
+const Layout *resolve_layout(uint32_t version_hex, uintptr_t py_runtime, std::string &why);
 
 }  // namespace torchseal::py

@@ -23,13 +23,15 @@ int walk(const Interp &in, uintptr_t tstate, PositionKey *out, int cap, Read &re
     int owner = kOwnedByThread;
     if (l.fr_owner != kAbsent) {
       owner = read.template get<uint8_t>(f + static_cast<uint32_t>(l.fr_owner));
-      if (owner == kOwnedByCStack) continue;  // 3.12+ entry frame: not user code
-      if (owner > kOwnedByCStack) break;      // not a frame: stop rather than guess
+      if (owner > l.fr_owner_last) break;    // not a frame: stop rather than guess
+      if (owner >= kOwnedByEntry) continue;  // 3.12+ entry frame: not user code
     }
-    uintptr_t code = read.ptr(f + l.fr_code);
+    // Untagged, a 3.14+ stack reference fails the checks below and the frame
+    // would silently vanish.
+    uintptr_t code = read.ptr(f + l.fr_code) & ~uintptr_t{l.fr_code_tag_bits};
     // 3.13's entry frames hold None here; anything that is not a code object
     // is not a Python function frame.
-    if (!plausible(code) || read.ptr(code + 8) != in.code_type) continue;
+    if (!plausible(code) || read.ptr(code + l.ob_type) != in.code_type) continue;
 
     int64_t offset;
     if (l.co_code_adaptive == kAbsent) {

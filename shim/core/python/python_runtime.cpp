@@ -109,8 +109,7 @@ ProbeResult probe_interpreter(Interp &out, std::string &why) {
   char ver[16];
   std::snprintf(ver, sizeof ver, "%u.%u", out.version_hex >> 24, minor);
 
-  out.layout = layout_for_version(out.version_hex);
-  if (!out.layout) {
+  if ((out.version_hex >> 24) != 3 || minor < 10) {
     why = std::string("Python ") + ver + " frames are not supported; native frames only";
     return ProbeResult::Unsupported;
   }
@@ -128,16 +127,16 @@ ProbeResult probe_interpreter(Interp &out, std::string &why) {
     why = std::string("Python ") + ver + " lacks an expected symbol; native frames only";
     return ProbeResult::Unsupported;
   }
-  // 3.13+ describes its own layout: refuse to read a build that disagrees
-  // (free-threaded 3.13t, a patched interpreter) rather than misread it.
-  if (minor >= 13) {
-    std::string detail;
-    auto rt = reinterpret_cast<uintptr_t>(scope.find("_PyRuntime"));
-    if (!validate_debug_offsets(rt, out.version_hex, *out.layout, detail)) {
-      why = std::string("Python ") + out.version + " frames are not supported (" + detail +
-            "); native frames only";
-      return ProbeResult::Unsupported;
-    }
+  // 3.13+ describes its own layout (_Py_DebugOffsets): a build that disagrees
+  // with the reader (free-threaded, patched, a future minor that moved a
+  // field) is refused rather than misread.
+  std::string detail;
+  out.layout = resolve_layout(out.version_hex,
+                              reinterpret_cast<uintptr_t>(scope.find("_PyRuntime")), detail);
+  if (!out.layout) {
+    why = std::string("Python ") + out.version + " frames are not supported (" + detail +
+          "); native frames only";
+    return ProbeResult::Unsupported;
   }
   return ProbeResult::Found;
 }
