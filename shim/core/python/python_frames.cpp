@@ -214,8 +214,14 @@ __attribute__((noinline)) PyStackId capture_borrowed(const Interp &in, uintptr_t
 
 }  // namespace
 
+namespace {
+std::atomic<bool> g_exiting{false};
+}  // namespace
+
+void note_exit_begun() { g_exiting.store(true, std::memory_order_relaxed); }
+
 bool interpreter_exiting() {
-  static std::atomic<bool> exiting{false};
+  std::atomic<bool> &exiting = g_exiting;
   static std::atomic<bool> seen_running{false};
   if (exiting.load(std::memory_order_relaxed)) return true;
   if (g_state.load(std::memory_order_acquire) != kActive) return false;

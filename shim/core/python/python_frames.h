@@ -50,6 +50,12 @@ void set_borrow_label(BorrowLabelFn fn);
 // kept. Stays true. False without Python. Reads runtime flags, no GIL.
 bool interpreter_exiting();
 
+// The program is done: its atexit handlers are running (the holder scan's
+// exit hook calls this). interpreter_exiting() is true from now on, so time
+// windows stop sampling here too: the exit scan can take a while under load,
+// and windows sampled meanwhile saw a flat tail that read as a plateau.
+void note_exit_begun();
+
 // Every interned stack, indexed by PyStackId (out[0] is the empty stack).
 void export_all(std::vector<std::vector<PyFrame>> &out);
 

@@ -16,6 +16,7 @@
 #include "holder_scan_source.h"
 #include "report/analysis/holders.h"  // report/lib: all_holders
 #include "shim/core/python/cpython_api.h"
+#include "shim/core/python/python_frames.h"
 #include "shim/core/recorder.h"
 #include "shim/runtime/lifecycle.h"
 #include "shim/runtime/log.h"
@@ -266,6 +267,7 @@ void queue_pending_call(State &s) {
 }
 
 py::Obj *on_exit_hook(py::Obj *, py::Obj *) {
+  py::note_exit_begun();
   if (hook_detail::t_depth == 0) scan(ScanAt::Exit);
   g_api.inc_ref(g_api.none);
   return g_api.none;
