@@ -126,7 +126,7 @@ std::string expand(const char *tmpl, const std::string &code, const std::string 
 
 // The name is given a plain (non-tensor) value somewhere in the scope, e.g.
 // `batch_loss = loss.item()` or `batch_loss = float(loss)`.
-bool assigned_plain_value(const UserFrame &u, const std::string &name) {
+bool assigned_plain_value(const SourceFrame &u, const std::string &name) {
   std::string escaped;
   for (char ch : name) {
     if (ch == '.') escaped += '\\';
@@ -145,9 +145,9 @@ bool assigned_plain_value(const UserFrame &u, const std::string &name) {
   return false;
 }
 
-bool unless_holds(const Rule &rule, const UserFrame &self, const std::vector<UserFrame> &all) {
+bool unless_holds(const Rule &rule, const SourceFrame &self, const std::vector<SourceFrame> &all) {
   if (!rule.unless) return false;
-  for (const UserFrame &u : all) {
+  for (const SourceFrame &u : all) {
     for (size_t i : u.ctx.headers)
       if (search(code_of(u.src->lines[i]), *rule.unless)) return true;
     for (size_t i : u.ctx.decorators)
@@ -159,8 +159,8 @@ bool unless_holds(const Rule &rule, const UserFrame &self, const std::vector<Use
   return false;
 }
 
-std::optional<Hint> try_rule(const Rule &rule, const UserFrame &u,
-                             const std::vector<UserFrame> &all) {
+std::optional<Hint> try_rule(const Rule &rule, const SourceFrame &u,
+                             const std::vector<SourceFrame> &all) {
   const RuleSpec &spec = *rule.spec;
   if (rule.function && !search(u.frame->function, *rule.function)) return std::nullopt;
   std::vector<size_t> candidates;
@@ -195,9 +195,9 @@ std::optional<Hint> try_rule(const Rule &rule, const UserFrame &u,
 // The name-based rules: the user's source around the site's Python frames.
 std::optional<Hint> source_rules(const HintEvidence &evidence) {
   SourceCache files;
-  const std::vector<UserFrame> user = user_frames(evidence.python_frames, files);
+  const std::vector<SourceFrame> user = user_frames(evidence.python_frames, files);
   // Innermost evidence first: it is closest to the memory that grows.
-  for (const UserFrame &u : user) {
+  for (const SourceFrame &u : user) {
     for (const Rule &rule : rules()) {
       if (std::optional<Hint> h = try_rule(rule, u, user)) return h;
     }

@@ -220,7 +220,7 @@ struct Found {
 struct Site {
   const std::vector<PythonFrame> &frames;
   SourceCache cache;
-  std::vector<UserFrame> user;
+  std::vector<SourceFrame> user;
   std::vector<std::string> allocated;  // names assigned on the user frames' lines
   std::vector<std::string> caught;     // names bound by `except ... as NAME:` around them
 };
@@ -265,19 +265,19 @@ std::vector<Place> places(Site &site, const Root &r) {
   const std::string *file = root_file(site, r);
   const Source *src = file ? site.cache.get(*file) : nullptr;
   if (src && r.kind == RootKind::Local && r.line > 0 && size_t(r.line) <= src->lines.size()) {
-    const Context ctx = context_of(*src, size_t(r.line) - 1);
+    const BlockContext ctx = context_of(*src, size_t(r.line) - 1);
     out.push_back({file, src, ctx.scope_begin, ctx.scope_end});
   }
-  for (const UserFrame &u : site.user)
+  for (const SourceFrame &u : site.user)
     out.push_back({&u.frame->file, u.src, u.ctx.scope_begin, u.ctx.scope_end});
   if (src) out.push_back({file, src, 0, std::min(src->lines.size(), kMaxFileLines)});
-  for (const UserFrame &u : site.user)
+  for (const SourceFrame &u : site.user)
     out.push_back({&u.frame->file, u.src, 0, std::min(u.src->lines.size(), kMaxFileLines)});
   return out;
 }
 
 std::string def_name(const Source &src, size_t idx) {
-  const Context ctx = context_of(src, idx);
+  const BlockContext ctx = context_of(src, idx);
   if (ctx.headers.empty()) return {};
   std::smatch m;
   const std::string code = code_of(src.lines[ctx.headers.back()]);
@@ -444,11 +444,11 @@ bool looks_like_eval(const Site &site, const Found &store) {
           search(code_of(src.lines[i]), P.backward))
         backward = true;
   };
-  for (const UserFrame &u : site.user) {
+  for (const SourceFrame &u : site.user) {
     if (search(u.frame->function, P.eval_name)) return true;
     scan(*u.src, u.ctx.scope_begin, u.ctx.scope_end);
   }
-  const Context ctx = context_of(*store.src, store.idx);
+  const BlockContext ctx = context_of(*store.src, store.idx);
   scan(*store.src, ctx.scope_begin, ctx.scope_end);
   return !backward;
 }
@@ -495,7 +495,7 @@ std::optional<Hint> pinned_traceback(Evidence &e) {
       ": the exception's traceback pins the frames of the failed attempt and their tensors "
       "(OOM-retry pattern); retry after leaving the `except` block and do not keep the "
       "exception object";
-  for (const UserFrame &u : e.site.user) {
+  for (const SourceFrame &u : e.site.user) {
     for (size_t h : u.ctx.headers) {
       std::string code = code_of(u.src->lines[h]);
       if (search(code, patterns().except)) {
@@ -613,7 +613,7 @@ std::optional<Hint> loop_local(Evidence &e) {
   auto assign = about(kAssign, name);
   auto word = about(R"((?:^|[^\w.])NAME\b)", name);
   if (!assign || !word) return std::nullopt;
-  for (const UserFrame &u : e.site.user) {
+  for (const SourceFrame &u : e.site.user) {
     if (basename_of(u.frame->file) != local->where ||
         !same_function(u.frame->function, local->function) || local->line <= 0 ||
         size_t(local->line) > u.src->lines.size())
@@ -649,7 +649,7 @@ std::optional<Hint> loop_local(Evidence &e) {
 // `except E as e:` around it binds e.
 void names_of(Site &site) {
   const Patterns &P = patterns();
-  for (const UserFrame &u : site.user) {
+  for (const SourceFrame &u : site.user) {
     std::smatch m;
     const std::string line = code_of(u.src->lines[u.idx]);
     if (search(line, P.targets, &m)) {

@@ -127,8 +127,8 @@ size_t block_end(const Source &src, size_t header) {
   return end;
 }
 
-Context context_of(const Source &src, size_t idx) {
-  Context c;
+BlockContext context_of(const Source &src, size_t idx) {
+  BlockContext c;
   const auto &L = src.lines;
   int level = indent_of(L[idx]);
   if (level < 0) level = 0;
@@ -171,8 +171,8 @@ const Source *SourceCache::get(const std::string &path) {
   return it->second ? &*it->second : nullptr;
 }
 
-std::vector<UserFrame> user_frames(const std::vector<PythonFrame> &frames, SourceCache &cache) {
-  std::vector<UserFrame> user;
+std::vector<SourceFrame> user_frames(const std::vector<PythonFrame> &frames, SourceCache &cache) {
+  std::vector<SourceFrame> user;
   for (const PythonFrame &f : frames) {
     if (user.size() >= kMaxUserFrames) break;
     if (f.line <= 0 || is_installed_python(f.file)) continue;

@@ -37,12 +37,12 @@ bool starts_with_word(std::string_view s, std::string_view w);
 // The structure around one line: enclosing block headers (innermost first,
 // ending at the enclosing def if any), decorators of that def, and the line
 // range of the def (or of the outermost enclosing top-level statement).
-struct Context {
+struct BlockContext {
   std::vector<size_t> headers;
   std::vector<size_t> decorators;
   size_t scope_begin = 0, scope_end = 0;  // [begin, end)
 };
-Context context_of(const Source &src, size_t idx);
+BlockContext context_of(const Source &src, size_t idx);
 
 // The end (exclusive) of the block a header line opens: the next line as far
 // left as the header that is not a closing bracket. Bounded.
@@ -58,16 +58,16 @@ class SourceCache {
 };
 
 // A frame of the user's own code whose line is in a readable file.
-struct UserFrame {
+struct SourceFrame {
   const PythonFrame *frame;
   const Source *src;
   size_t idx;  // 0-based line
-  Context ctx;
+  BlockContext ctx;
 };
 
 // The innermost user frames (not site-packages or the standard library),
 // innermost first, at most 16.
-std::vector<UserFrame> user_frames(const std::vector<PythonFrame> &frames, SourceCache &cache);
+std::vector<SourceFrame> user_frames(const std::vector<PythonFrame> &frames, SourceCache &cache);
 
 // std::regex reports pathological inputs by throwing; that is "no match".
 bool search(const std::string &text, const std::regex &re, std::smatch *m = nullptr);
