@@ -149,7 +149,7 @@ std::string output_prefix() {
   return prefix;
 }
 
-void disable_report_output() { g_output_disabled.store(true); }
+bool disable_report_output() { return !g_output_disabled.exchange(true); }
 
 int64_t write_report(const char *trigger) {
   // Outside the write lock: it may wait for the main thread's safe point.
@@ -172,7 +172,9 @@ int64_t write_report(const char *trigger) {
     Report report;
     if (!produce_report(in, prefix, analysis_options(), &report, error)) {
       int err = errno;
-      if (err == ENOSPC || err == EDQUOT || err == EROFS) g_output_disabled.store(true);
+      bool fatal = err == ENOSPC || err == EDQUOT || err == EROFS;
+      // The history writer may have latched the same full disk and said so.
+      if (fatal && !disable_report_output()) return -1;
       log::error("%s", error.c_str());
       return -1;
     }

@@ -23,6 +23,8 @@ int64_t write_report(const char *trigger);
 
 // The disk is full or read-only: no further reports are attempted (the
 // one-line reason has already been printed).
-void disable_report_output();
+// Stops every later report; true for the first caller only, so one full disk
+// makes one line however many writers hit it.
+bool disable_report_output();
 
 }  // namespace torchseal

@@ -33,7 +33,7 @@ using tseal::Chunk;
 struct State {
   int fd = -1;
   std::string path;
-  void (*on_fs_refused)() = nullptr;
+  bool (*on_fs_refused)() = nullptr;
   uint32_t stack_cursor[StackTable::kShards] = {};
   unsigned long long modules_adds = ~0ull, modules_subs = ~0ull;
   uint64_t events_written = 0;
@@ -52,7 +52,9 @@ void disable_file(int err) {
   if (!g_file_ok.exchange(false)) return;
   // A full or read-only file system will refuse the reports too: say it once.
   bool fatal = err == ENOSPC || err == EDQUOT || err == EROFS;
-  if (fatal && s.on_fs_refused) s.on_fs_refused();
+  // A dump on another thread may have hit the same full disk first: the user
+  // gets one line for one cause.
+  if (fatal && s.on_fs_refused && !s.on_fs_refused()) return;
   log::error("history file %s: %s; %s, the program goes on", s.path.c_str(), strerror(err),
              fatal ? "torchseal stopped writing files" : "history recording stopped");
 }
@@ -161,7 +163,7 @@ void append_process_chunk(std::vector<uint8_t> &out, const ProcessInfo &process)
 
 }  // namespace
 
-void open(const std::string &path, const ProcessInfo &process, void (*on_fs_refused)()) {
+void open(const std::string &path, const ProcessInfo &process, bool (*on_fs_refused)()) {
   State &s = S();
   s.path = path;
   s.on_fs_refused = on_fs_refused;

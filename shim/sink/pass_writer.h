@@ -20,8 +20,9 @@ namespace torchseal::history::file {
 // Opens `path` (O_EXCL|O_NOFOLLOW, 0600) and writes the file header and the
 // Process chunk. On failure logs one line and leaves history off. An error
 // that will refuse the reports too (a full or read-only file system) calls
-// `on_fs_refused` once.
-void open(const std::string &path, const ProcessInfo &process, void (*on_fs_refused)());
+// `on_fs_refused` once; it returns false when the reports had already been
+// refused (and said so), and then the history adds no line of its own.
+void open(const std::string &path, const ProcessInfo &process, bool (*on_fs_refused)());
 
 // One pass: drain every thread buffer and write it, after the modules and
 // stacks new since the last pass.
