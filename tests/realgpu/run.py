@@ -28,7 +28,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
-from harness import Checker, clean_env, need, run  # noqa: E402
+from harness import Checker, clean_env, interpreter_env, need, run  # noqa: E402
 
 SOURCE = need("TSEAL_RG_SOURCE", what="source root")
 BUILD = need("TSEAL_RG_BUILD", what="build directory")
@@ -57,7 +57,7 @@ def expected_cell(name):
 
 
 def real_gpu(args, **env_extra):
-    env = clean_env()
+    env = interpreter_env(clean_env())
     env.update(env_extra)
     env.setdefault("FAKE_SANITIZER_SHIM", SHIM)
     stack = "%s:%s" % (SIMCUDA, NVML)
@@ -97,6 +97,16 @@ def check_table(check, result, names, sanitizer_cell=None, agree="yes"):
         check.eq("%s: agree? column" % name, row[4], agree)
 
 
+def check_parse(check, label, text, want):
+    """`want`: [(bytes, address, frames)] per leak, in order; the summary
+    line must match them."""
+    p = sanitizer.parse(text)
+    check.eq("%s: leaks" % label, [(l.bytes, l.address, l.frames) for l in p.leaks], want)
+    check.eq("%s: summary" % label, p.summary,
+             (sum(w[0] for w in want), len(want)))
+    check.eq("%s: complete" % label, p.problem(), None)
+
+
 def scenario_parser(check):
     # Layout before 2025 (CUDA 12.x), with program output in between, a frame
     # without symbol, a frame with line information, a second leak, then the
@@ -122,18 +132,15 @@ def scenario_parser(check):
         "=========",
         "========= LEAK SUMMARY: 2098176 bytes leaked in 2 allocations",
         "========= ERROR SUMMARY: 2 errors"])
-    p = sanitizer.parse(old)
-    check.eq("old layout: leaks", [(l.bytes, l.address) for l in p.leaks],
-             [(2097152, 0x7fb002000000), (1024, 0x7fb002200000)])
-    check.eq("old layout: frames of the first leak", p.leaks[0].frames, [
-        ("", None, None, "/usr/lib/x86_64-linux-gnu/libcuda.so.1"),
-        ("cudaMalloc", None, None, "/usr/local/cuda/lib64/libcudart.so.13"),
-        ("grow(unsigned long)", "../examples/leak.cpp", 41, "/tmp/leak"),
-        ("main", None, None, "/tmp/leak")])
-    check.eq("old layout: C++ names are not file:line", p.leaks[1].frames,
-             [("Catch::RunContext::invokeActiveTestCase()", None, None, "/tmp/leak")])
-    check.eq("old layout: summary", p.summary, (2098176, 2))
-    check.eq("old layout: complete", p.problem(), None)
+    check_parse(check, "old layout", old, [
+        (2097152, 0x7fb002000000, [
+            ("", None, None, "/usr/lib/x86_64-linux-gnu/libcuda.so.1"),
+            ("cudaMalloc", None, None, "/usr/local/cuda/lib64/libcudart.so.13"),
+            ("grow(unsigned long)", "../examples/leak.cpp", 41, "/tmp/leak"),
+            ("main", None, None, "/tmp/leak")]),
+        # C++ names are not file:line
+        (1024, 0x7fb002200000, [("Catch::RunContext::invokeActiveTestCase()", None, None,
+                                 "/tmp/leak")])])
 
     new = "\n".join([
         "========= COMPUTE-SANITIZER",
@@ -146,14 +153,11 @@ def scenario_parser(check):
         "=========",
         "========= LEAK SUMMARY: 1048576 bytes leaked in 1 allocations",
         "========= ERROR SUMMARY: 1 error"])
-    p = sanitizer.parse(new)
-    check.eq("2025 layout: leak", [(l.bytes, l.address) for l in p.leaks],
-             [(1048576, 0x7f566f200000)])
-    check.eq("2025 layout: frames", p.leaks[0].frames, [
-        ("cuMemAlloc_v2", None, None, "libcuda.so.1"),
-        ("leak_device_buffer()", "/src/examples/planted_leaks.cpp", 47, "planted_leaks"),
-        ("main", "planted_leaks.cpp", 80, "planted_leaks")])
-    check.eq("2025 layout: complete", p.problem(), None)
+    check_parse(check, "2025 layout", new, [
+        (1048576, 0x7f566f200000, [
+            ("cuMemAlloc_v2", None, None, "libcuda.so.1"),
+            ("leak_device_buffer()", "/src/examples/planted_leaks.cpp", 47, "planted_leaks"),
+            ("main", "planted_leaks.cpp", 80, "planted_leaks")])])
 
     # A truncated list (print limit) and a run that never started are not
     # read as "no leaks".
