@@ -14,7 +14,8 @@ allocation, every line prefixed `========= `:
     ========= ERROR SUMMARY: 5 errors
 
 Byte counts may carry thousands separators. A frame without line
-information has no `file:line`.
+information has no `file:line`. ERROR SUMMARY ends every complete run; LEAK
+SUMMARY, when printed, must add up with the blocks.
 """
 
 import os
@@ -24,6 +25,7 @@ import shutil
 PREFIX = re.compile(r"^=========(?: (.*))?$")
 LEAKED = re.compile(r"^Leaked ([\d,]+) bytes at (0x[0-9a-fA-F]+)")
 SUMMARY = re.compile(r"^LEAK SUMMARY: ([\d,]+) bytes leaked in ([\d,]+) allocations")
+ERRORS = re.compile(r"^ERROR SUMMARY: ")
 # 2025 layout: `Host Frame: FUNC in FILE:LINE [0xOFF] in MODULE`, `in FILE:LINE` optional.
 FRAME_NEW = re.compile(r"^Host Frame: ?(.*?)(?: in (\S+):(\d+))? ?\[0x[0-9a-fA-F]+\] in (.+)$")
 # Older layout: `Host Frame:FILE:LINE:FUNC [0xOFF]` or `Host Frame:FUNC [0xOFF]`,
@@ -66,15 +68,16 @@ class Parsed:
         self.leaks = []
         self.summary = None  # (bytes, allocations) from LEAK SUMMARY
         self.banner = False  # the run printed `========= COMPUTE-SANITIZER`
+        self.finished = False  # ... and its last line, ERROR SUMMARY
 
     def problem(self):
         """Why this output is not a complete leak list, or None."""
         if not self.banner:
             return "no compute-sanitizer output (the tool did not run)"
-        if self.summary is None:
-            return "no LEAK SUMMARY line (was --leak-check full honoured?)"
+        if not self.finished:
+            return "no ERROR SUMMARY line (compute-sanitizer did not finish)"
         got = (sum(l.bytes for l in self.leaks), len(self.leaks))
-        if got != self.summary:
+        if self.summary is not None and got != self.summary:
             return ("the listed leaks (%d B in %d) differ from LEAK SUMMARY (%d B in %d): "
                     "output truncated or not understood" % (got + self.summary))
         return None
@@ -110,7 +113,11 @@ def parse(text):
             out.summary = (_number(m.group(1)), _number(m.group(2)))
             leak = None
             continue
-        if leak is None:
+        if ERRORS.match(line):
+            out.finished = True
+            leak = None
+            continue
+        if leak is None or line.startswith("Saved host backtrace"):
             continue
         m = FRAME_NEW.match(line)
         if m:
@@ -125,4 +132,6 @@ def parse(text):
         if line.startswith("in ") and leak.frames and leak.frames[-1][3] is None:
             f = leak.frames[-1]
             leak.frames[-1] = (f[0], f[1], f[2], line[3:].strip())
+        else:
+            leak = None  # another report (an API error) began without a separator
     return out

@@ -159,13 +159,25 @@ def scenario_parser(check):
             ("leak_device_buffer()", "/src/examples/planted_leaks.cpp", 47, "planted_leaks"),
             ("main", "planted_leaks.cpp", 80, "planted_leaks")])])
 
-    # A truncated list (print limit) and a run that never started are not
-    # read as "no leaks".
-    cut = sanitizer.parse("\n".join(new.splitlines()[:2] + [
-        "========= LEAK SUMMARY: 2097152 bytes leaked in 2 allocations"]))
+    # A truncated list (print limit), a run that never started or never
+    # finished are not read as "no leaks"; a run without LEAK SUMMARY is
+    # complete when ERROR SUMMARY ends it, and an API error report right after
+    # a leak block adds no frames to it.
+    lines = new.splitlines()
+    cut = sanitizer.parse("\n".join(lines[:2] + [
+        "========= LEAK SUMMARY: 2097152 bytes leaked in 2 allocations", lines[-1]]))
     check.true("truncated output is a problem", cut.problem() and "differ" in cut.problem(),
                cut.problem())
     check.true("no banner is a problem", sanitizer.parse("a.out: not found").problem())
+    check.true("no ERROR SUMMARY is a problem",
+               "did not finish" in (sanitizer.parse("\n".join(lines[:-1])).problem() or ""))
+    bare = sanitizer.parse("\n".join(lines[:5] + [
+        "========= Program hit cudaErrorInvalidValue (error 1) on CUDA API call to cudaFree.",
+        "=========     Saved host backtrace up to driver entry point at error",
+        "=========         Host Frame: main in planted_leaks.cpp:90 [0x8c00] in planted_leaks",
+        lines[-1]]))
+    check.eq("no LEAK SUMMARY, API error after the leak: complete", bare.problem(), None)
+    check.eq("the API error's frame is not the leak's", len(bare.leaks[0].frames), 2)
 
 
 def scenario_agree(check, layout):
