@@ -1,0 +1,15 @@
+"""The comparison table: one row per program."""
+
+HEADER = ("program", "expected", "torchseal", "compute-sanitizer", "agree?")
+
+
+def render(rows):
+    """rows: tuples of five strings. Returns the table's lines."""
+    table = [HEADER] + [tuple(r) for r in rows]
+    widths = [max(len(r[i]) for r in table) for i in range(len(HEADER))]
+    lines = []
+    for n, r in enumerate(table):
+        lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return lines
