@@ -37,6 +37,19 @@ void *real_dlsym(void *handle, const char *name) {
   return fn ? fn(handle, name) : nullptr;
 }
 
+bool shim_interposed() {
+  // libc is in the initial scope of every process, so its dlsym comes first
+  // unless torchseal was loaded ahead of it.
+  static const bool interposed = [] {
+    void *found = real_dlsym(RTLD_DEFAULT, "dlsym");
+    Dl_info found_info, self_info;
+    if (!found || !dladdr(found, &found_info)) return false;
+    if (!dladdr(reinterpret_cast<void *>(&resolve_real_dlsym), &self_info)) return false;
+    return found_info.dli_fbase == self_info.dli_fbase;
+  }();
+  return interposed;
+}
+
 }  // namespace torchseal
 
 // Returns our wrapper when `name` is a driver function we wrap and the real

@@ -11,4 +11,9 @@ namespace torchseal {
 // glibc's dlsym, found with dlvsym so our own interposer is skipped.
 void *real_dlsym(void *handle, const char *name);
 
+// Whether the shim's symbols win the global lookup, i.e. it was preloaded
+// (LD_PRELOAD) rather than loaded through CUDA_INJECTION64_PATH alone: only
+// then do the hooks see the program's calls.
+bool shim_interposed();
+
 }  // namespace torchseal

@@ -13,10 +13,12 @@
 #include "shim/core/counters.h"
 #include "shim/core/python/autograd_node.h"
 #include "shim/core/python/python_frames.h"
+#include "shim/intercept/dlsym_hook.h"
 #include "shim/runtime/crash_flush.h"
 #include "shim/runtime/service_thread.h"
 #include "shim/runtime/signals.h"
 #ifdef TORCHSEAL_HAVE_CUPTI_BACKEND
+#include "shim/intercept/cupti/call_owner.h"
 #include "shim/intercept/cupti/cupti_backend.h"
 #endif
 #include "shim/core/python/safe_points.h"
@@ -84,12 +86,17 @@ void start_history() {
   history::start(prefix.empty() ? std::string() : prefix + ".tseal");
 }
 
-// CUPTI when it subscribes (auto or cupti), else the hooks, which are always
-// installed. Falling back is normal (torch.profiler, Nsight and
-// compute-sanitizer hold the one CUPTI slot), so it is said in one line.
+// `auto`: the hooks when the shim is preloaded, CUPTI otherwise
+// (CUDA_INJECTION64_PATH alone, where nothing is interposed). Preloaded, the
+// hooks see every allocation call (runtime symbols, dlsym, cuGetProcAddress)
+// at about half CUPTI's cost per call (bench/RESULTS.md), and CUPTI's slot
+// stays free for the host's profiler. `cupti` subscribes, and falls back to
+// the hooks in one line when the slot is taken (torch.profiler, Nsight,
+// compute-sanitizer) or hands the slot over later (subscribe_hook.cpp).
 void choose_backend(const Config &cfg) {
   g_backend = "hooks";
   if (cfg.backend == Backend::Hooks) return;
+  if (cfg.backend == Backend::Auto && shim_interposed()) return;
 #ifdef TORCHSEAL_HAVE_CUPTI_BACKEND
   std::string why;
   if (cupti::start(cfg, why)) {
@@ -175,9 +182,16 @@ void note_first_record() {
 }
 
 bool hook_detail::record_slow() {
-  if (!ensure_active() || !hooks_record()) return false;
+  if (!ensure_active()) return false;
+#ifdef TORCHSEAL_HAVE_CUPTI_BACKEND
+  if (cupti::claim_for_cupti()) return false;  // CUPTI records this call
+#endif
   if (!g_recorded_here.load(std::memory_order_relaxed)) note_first_record();
   return true;
+}
+
+void hooks_take_over() {
+  if (is_active() && g_recorded_here.load()) g_record_fast.store(true, std::memory_order_release);
 }
 
 void mark_thread_internal() { t_depth = 1 << 20; }

@@ -30,6 +30,9 @@ const char *backend_name();
 // CUDA call): starts its history file. Backends call it before recording.
 void note_first_record();
 
+// The CUPTI backend gave its slot up: the hooks record from now on.
+void hooks_take_over();
+
 // Marks the calling thread as torchseal's own (writer, watcher): hooked calls
 // made on it are never recorded.
 void mark_thread_internal();

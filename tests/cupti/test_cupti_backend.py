@@ -6,8 +6,12 @@
 Scenarios (one meson test each; see tests/integration/cupti.build):
 
     cupti         LD_PRELOAD, TORCHSEAL_BACKEND=cupti: planted_leaks' report, backend "cupti"
-    busy          LD_PRELOAD, SIMCUDA_CUPTI_BUSY=1, backend auto: the same report from the
+    busy          LD_PRELOAD, SIMCUDA_CUPTI_BUSY=1, backend cupti: the same report from the
                   hooks (backend "hooks") and exactly one stderr line explaining the fallback
+    second-*      second_subscriber.cpp starts its own subscriber (v1 or v2) mid-run: default
+                  backend (torchseal never subscribes), or backend cupti on a single- or
+                  multi-subscriber CUPTI (SIMCUDA_CUPTI_MULTI=1), handing the slot over
+                  where CUPTI cannot share it
     injection     CUDA_INJECTION64_PATH=<shim>, no LD_PRELOAD: the same report, backend "cupti"
     injection-busy CUDA_INJECTION64_PATH with the CUPTI slot taken: the program is unharmed
                   and one line says nothing will be recorded
@@ -36,6 +40,8 @@ import harness  # noqa: E402
 from harness import Checker, Failed, need, run, skip, tail  # noqa: E402
 
 EXAMPLE = "planted_leaks"
+SECOND = "second_subscriber"
+HANDOVER_LINE = "handed it over"
 
 
 def configure(argv):
@@ -76,9 +82,10 @@ def torchseal_lines(stderr):
             if l.startswith("torchseal:") and not re.search(r"byte\(s\) leaked in", l)]
 
 
-def run_example(check, tmp, label, env_extra, preload=True, inject=False):
+def run_example(check, tmp, label, env_extra, preload=True, inject=False, name=EXAMPLE, args=()):
     shim = need("TSEAL_IT_SHIM", what="shim (libtorchseal.so)")
-    binary, source = it.example_paths(EXAMPLE)
+    source = os.path.join(HERE, name + ".cpp") if name == SECOND else None
+    binary, source = it.example_paths(name, source=source)
     exp = it.Expectations(source)
     check.note("binary", binary)
     prefix = os.path.join(tmp, label)
@@ -90,14 +97,14 @@ def run_example(check, tmp, label, env_extra, preload=True, inject=False):
     if inject:
         env["CUDA_INJECTION64_PATH"] = shim
     env.update(env_extra)
-    result = run([binary], env, cwd=tmp)
+    result = run([binary] + list(args), env, cwd=tmp)
     check.note(label, "%s %s" % (" ".join("%s=%s" % kv for kv in sorted(env_extra.items())),
                                  result.describe()))
     return exp, prefix, result
 
 
 def check_full_report(check, exp, prefix, result, backend):
-    it.check_exit(check, result, exp.exit, "of planted_leaks")
+    it.check_exit(check, result, exp.exit, "of the program")
     report = it.load_report(check, prefix, result)
     it.check_report(check, exp, report, result, result.pid, prefix)
     check.eq("process.backend", (report.get("process") or {}).get("backend"), backend)
@@ -116,11 +123,12 @@ def scenario_cupti(args):
 
 
 def scenario_busy(args):
-    """The CUPTI slot is taken (torch.profiler, Nsight...): auto falls back to the hooks."""
+    """The CUPTI slot is taken (torch.profiler, Nsight...): cupti falls back to the hooks."""
     need_simcuda_cupti()
     check = Checker("cupti busy -> hooks")
     with tempfile.TemporaryDirectory(prefix="tseal-cupti-") as tmp:
-        exp, prefix, result = run_example(check, tmp, "busy", {"SIMCUDA_CUPTI_BUSY": "1"})
+        exp, prefix, result = run_example(check, tmp, "busy", {"SIMCUDA_CUPTI_BUSY": "1",
+                                                               "TORCHSEAL_BACKEND": "cupti"})
         check_full_report(check, exp, prefix, result, "hooks")
         ours = torchseal_lines(result.stderr)
         check.eq("torchseal lines on stderr (one explaining the fallback)", len(ours), 1,
@@ -160,11 +168,71 @@ def scenario_injection_busy(args):
     return check.finish()
 
 
+def second_subscriber(title, env, mode, backend, handover):
+    """second_subscriber.cpp subscribes to CUPTI itself (`mode` v1 or v2) while torchseal
+    records: its subscribe succeeds and its callback sees its calls (the program checks
+    both), torchseal's leak set and event count stay exact across any switch of backend,
+    and exactly one line says so when torchseal handed the slot over."""
+    need_simcuda_cupti()
+    check = Checker(title)
+    with tempfile.TemporaryDirectory(prefix="tseal-cupti-") as tmp:
+        exp, prefix, result = run_example(check, tmp, "second", env, name=SECOND, args=[mode])
+        check.true("the program's own subscriber worked", "saw allocs=2 frees=2" in result.stdout,
+                   tail(result.stdout))
+        check_full_report(check, exp, prefix, result, backend)
+        ours = torchseal_lines(result.stderr)
+        if handover:
+            check.eq("torchseal lines on stderr (one saying the slot was handed over)", len(ours), 1,
+                     "stderr: %s" % tail(result.stderr))
+            if len(ours) == 1:
+                check.true("the line says the hooks took over",
+                           HANDOVER_LINE in ours[0] and "hooks" in ours[0], ours[0])
+        else:
+            check.eq("torchseal lines on stderr", ours, [])
+    return check.finish()
+
+
+def scenario_second_auto(args):
+    """The default configuration never takes CUPTI's slot when preloaded."""
+    return second_subscriber("second subscriber, default backend", {}, "v1", "hooks", False)
+
+
+def scenario_second_handover(args):
+    """A single-subscriber CUPTI (13.0): torchseal hands the slot over to a V1 subscriber."""
+    return second_subscriber("second subscriber (v1), single-subscriber CUPTI",
+                             {"TORCHSEAL_BACKEND": "cupti"}, "v1", "cupti", True)
+
+
+def scenario_second_handover_v2(args):
+    """A single-subscriber CUPTI (13.0) refuses cuptiSubscribe_v2 too: handed over."""
+    return second_subscriber("second subscriber (v2), single-subscriber CUPTI",
+                             {"TORCHSEAL_BACKEND": "cupti"}, "v2", "cupti", True)
+
+
+def scenario_second_multi(args):
+    """Multi-subscriber CUPTI (13.3): both subscribers keep their callbacks, nothing moves."""
+    return second_subscriber("second subscriber (v2), multi-subscriber CUPTI",
+                             {"TORCHSEAL_BACKEND": "cupti", "SIMCUDA_CUPTI_MULTI": "1"}, "v2",
+                             "cupti", False)
+
+
+def scenario_second_multi_v1(args):
+    """Multi-subscriber CUPTI refuses a V1 subscriber next to V2 ones: handed over."""
+    return second_subscriber("second subscriber (v1), multi-subscriber CUPTI",
+                             {"TORCHSEAL_BACKEND": "cupti", "SIMCUDA_CUPTI_MULTI": "1"}, "v1",
+                             "cupti", True)
+
+
 SCENARIOS = {
     "cupti": scenario_cupti,
     "busy": scenario_busy,
     "injection": scenario_injection,
     "injection-busy": scenario_injection_busy,
+    "second-auto": scenario_second_auto,
+    "second-handover": scenario_second_handover,
+    "second-handover-v2": scenario_second_handover_v2,
+    "second-multi": scenario_second_multi,
+    "second-multi-v1": scenario_second_multi_v1,
 }
 
 

@@ -21,4 +21,9 @@ bool running();
 // Unsubscribes (idempotent). Called before the exit report is written.
 void stop();
 
+// Another subscriber asked for the slot (subscribe_hook.cpp): hands it over
+// if torchseal holds it, the hooks recording from then on, and says so in
+// one line. True if the slot was freed.
+bool hand_over_slot();
+
 }  // namespace torchseal::cupti

@@ -32,6 +32,8 @@ bool resolve_all(void *h, CuptiApi &api, std::string &missing) {
   need("cuptiEnableCallback", api.enable_callback);
   resolve(h, "cuptiGetResultString", api.get_result_string);
   resolve(h, "cuptiGetCallbackName", api.get_callback_name);
+  resolve(h, "cuptiGetVersion", api.get_version);
+  resolve(h, "cuptiSubscribe_v2", api.subscribe_v2);
   return ok;
 }
 

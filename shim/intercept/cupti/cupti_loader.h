@@ -23,6 +23,9 @@ struct CuptiApi {
   // Optional: older or partial implementations may lack these.
   CUptiResult (*get_result_string)(CUptiResult, const char **) = nullptr;
   CUptiResult (*get_callback_name)(CUpti_CallbackDomain, uint32_t, const char **) = nullptr;
+  CUptiResult (*get_version)(uint32_t *) = nullptr;
+  CUptiResult (*subscribe_v2)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *,
+                              CUpti_SubscriberParams *) = nullptr;
 
   // "CUPTI_ERROR_... (text)" for diagnostics; never null.
   std::string describe(CUptiResult r) const;

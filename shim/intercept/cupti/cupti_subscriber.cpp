@@ -5,10 +5,13 @@
 
 #include <pthread.h>
 
+#include <cstddef>
 #include <new>
 
+#include "shim/intercept/cupti/call_owner.h"
 #include "shim/intercept/cupti/cupti_backend.h"
 #include "shim/intercept/cupti/event_callbacks.h"
+#include "shim/runtime/lifecycle.h"
 #include "shim/runtime/log.h"
 
 namespace torchseal::cupti {
@@ -18,7 +21,39 @@ namespace {
 constexpr const char *kSlotHolders =
     "another CUPTI subscriber holds the slot (torch.profiler, Nsight or compute-sanitizer?)";
 
+// CUpti_SubscriberParams as CUPTI documents it from 13.2 on: the 13.0 header
+// lacks the last member, which asks for multi-subscriber mode (CUDA 13.3+;
+// every subscriber must then use cuptiSubscribe_v2 with the same setting).
+struct SubscriberParamsMulti {
+  CUpti_SubscriberParams base;
+  uint8_t allowMultipleSubscribers;
+};
+constexpr size_t kParamsMultiSize = offsetof(SubscriberParamsMulti, allowMultipleSubscribers) + 1;
+constexpr uint32_t kMultiSubscriberVersion = 130300;
+
+// How long a handover waits for calls CUPTI already owns to return.
+constexpr int kHandoverWaitMs = 2000;
+
 }  // namespace
+
+CUptiResult Subscriber::subscribe(std::string &holder) {
+  uint32_t version = 0;
+  multi_ = false;
+  if (!api_.subscribe_v2 || !api_.get_version || api_.get_version(&version) != CUPTI_SUCCESS ||
+      version < kMultiSubscriberVersion)
+    return api_.subscribe(&handle_, on_cupti_callback, nullptr);
+  char old_name[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN] = {};
+  SubscriberParamsMulti p{};
+  p.base.structSize = kParamsMultiSize;
+  p.base.subscriberName = "torchseal";
+  p.base.oldSubscriberName = old_name;
+  p.base.oldSubscriberSize = sizeof(old_name);
+  p.allowMultipleSubscribers = 1;
+  CUptiResult r = api_.subscribe_v2(&handle_, on_cupti_callback, nullptr, &p.base);
+  if (r == CUPTI_SUCCESS) multi_ = true;
+  if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED && old_name[0]) holder = old_name;
+  return r;
+}
 
 bool Subscriber::check(CUptiResult r, const char *what, std::string &why) const {
   if (r == CUPTI_SUCCESS) return true;
@@ -65,10 +100,13 @@ bool Subscriber::start(const std::string &cupti_path, std::string &why) {
     state_.store(State::Failed, std::memory_order_release);
     return false;
   }
-  CUptiResult r = api_.subscribe(&handle_, on_cupti_callback, nullptr);
+  std::string holder;
+  CUptiResult r = subscribe(holder);
   if (r != CUPTI_SUCCESS) {
     handle_ = nullptr;
-    if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
+    if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED && !holder.empty())
+      why = "CUPTI subscriber \"" + holder + "\" holds the slot: " + api_.describe(r);
+    else if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
       why = std::string(kSlotHolders) + ": " + api_.describe(r);
     else
       check(r, "cuptiSubscribe", why);
@@ -98,13 +136,33 @@ bool Subscriber::start(const std::string &cupti_path, std::string &why) {
     pthread_atfork(nullptr, nullptr, after_fork_child);
   }
   set_delivery(true);
-  log::debug("CUPTI subscribed (%s)", api_.path.c_str());
+  start_owning();
+  log::debug("CUPTI subscribed (%s%s)", api_.path.c_str(),
+             multi_ ? ", multi-subscriber mode" : "");
   return true;
+}
+
+bool Subscriber::hand_over() {
+  State expected = State::Running;
+  if (!state_.compare_exchange_strong(expected, State::HandingOver, std::memory_order_acq_rel))
+    return false;
+  // From here the hooks record every call that begins; CUPTI finishes the
+  // calls it owns before the slot is given up (call_owner.h).
+  hooks_take_over();
+  if (!stop_owning(kHandoverWaitMs))
+    log::debug("CUPTI handover: calls still inside CUDA after %d ms", kHandoverWaitMs);
+  set_delivery(false);
+  CUptiResult r = api_.unsubscribe(handle_);
+  if (r != CUPTI_SUCCESS) log::debug("cuptiUnsubscribe: %s", api_.describe(r).c_str());
+  handle_ = nullptr;
+  state_.store(State::Stopped, std::memory_order_release);
+  return r == CUPTI_SUCCESS;
 }
 
 void Subscriber::stop() {
   State expected = State::Running;
   if (!state_.compare_exchange_strong(expected, State::Stopped, std::memory_order_acq_rel)) return;
+  stop_owning(0);
   // Close delivery first: a callback already running on another thread
   // finishes, later ones return at once. libcupti stays loaded (callbacks
   // may still be in flight), and nothing here flushes or waits on CUPTI.
@@ -129,5 +187,12 @@ bool start(const Config &cfg, std::string &why) { return subscriber().start(cfg.
 bool running() { return subscriber().running(); }
 
 void stop() { subscriber().stop(); }
+
+bool hand_over_slot() {
+  if (!subscriber().hand_over()) return false;
+  log::warn("another CUPTI subscriber asked for the slot: torchseal handed it over and records "
+            "with the hooks from now on");
+  return true;
+}
 
 }  // namespace torchseal::cupti

@@ -6,6 +6,7 @@
 
 #include "shim/core/context_id.h"
 #include "shim/core/record_call.h"
+#include "shim/intercept/cupti/call_owner.h"
 #include "shim/intercept/cupti/context_devices.h"
 #include "shim/intercept/cupti/param_decode.h"
 #include "shim/intercept/driver_api.h"
@@ -162,9 +163,7 @@ void on_teardown_call(ApiId drv, const CUpti_CallbackData *cb, bool enter, CUres
     record_teardown(a);
 }
 
-void on_driver(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
-  ApiId drv = cbid_map().lookup(CUPTI_CB_DOMAIN_DRIVER_API, cbid, cb->functionName);
-  if (drv == ApiId::Unknown) return;
+void on_driver(ApiId drv, const CUpti_CallbackData *cb) {
   bool enter = cb->callbackSite == CUPTI_API_ENTER;
   CUresult rc = enter ? CUDA_SUCCESS : return_value_of(cb);
   switch (api_info(drv).role) {
@@ -190,9 +189,7 @@ void on_driver(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
   }
 }
 
-void on_runtime(CUpti_CallbackId cbid, const CUpti_CallbackData *cb) {
-  ApiId api = cbid_map().lookup(CUPTI_CB_DOMAIN_RUNTIME_API, cbid, cb->functionName);
-  if (api == ApiId::Unknown) return;
+void on_runtime(ApiId api, const CUpti_CallbackData *cb) {
   if (cb->callbackSite == CUPTI_API_ENTER) {
     if (t_runtime_depth < kRuntimeDepth) t_runtime[t_runtime_depth] = api;
     ++t_runtime_depth;
@@ -236,6 +233,7 @@ CbidMap &cbid_map() {
 }
 
 void after_fork_child() {
+  owner_after_fork_child();
   g_noted.store(false, std::memory_order_relaxed);
   t_runtime_depth = 0;  // only the forking thread survives, between calls
   t_free_depth = 0;
@@ -250,11 +248,22 @@ void CUPTIAPI on_cupti_callback(void *, CUpti_CallbackDomain domain, CUpti_Callb
   BusyScope busy;
   switch (domain) {
     case CUPTI_CB_DOMAIN_DRIVER_API:
-      on_driver(cbid, static_cast<const CUpti_CallbackData *>(cbdata));
+    case CUPTI_CB_DOMAIN_RUNTIME_API: {
+      auto *cb = static_cast<const CUpti_CallbackData *>(cbdata);
+      ApiId api = cbid_map().lookup(domain, cbid, cb->functionName);
+      if (api == ApiId::Unknown) return;
+      // Only calls CUPTI owns (call_owner.h): the hooks record the others.
+      bool enter = cb->callbackSite == CUPTI_API_ENTER;
+      if (enter ? enter_call() : call_owned()) {
+        if (domain == CUPTI_CB_DOMAIN_DRIVER_API)
+          on_driver(api, cb);
+        else
+          on_runtime(api, cb);
+      }
+      // Released once recorded: the handover may unsubscribe from then on.
+      if (!enter) exit_call();
       break;
-    case CUPTI_CB_DOMAIN_RUNTIME_API:
-      on_runtime(cbid, static_cast<const CUpti_CallbackData *>(cbdata));
-      break;
+    }
     case CUPTI_CB_DOMAIN_RESOURCE:
       on_resource(cbid, static_cast<const CUpti_ResourceData *>(cbdata));
       break;

@@ -3,36 +3,17 @@
 // samples are loaded. Without LD_PRELOAD nothing of the shim is interposed
 // (the host's CUDA symbols and dlsym bound elsewhere first), so CUPTI is the
 // only way in.
-#include <dlfcn.h>
-
 #include "shim/intercept/cupti/cupti_backend.h"
 #include "shim/intercept/dlsym_hook.h"
 #include "shim/runtime/lifecycle.h"
 #include "shim/runtime/log.h"
-
-namespace torchseal::cupti {
-namespace {
-
-// Whether the shim's symbols win the global lookup, i.e. it was preloaded.
-// libc is in the initial scope of every process, so its dlsym comes first
-// unless torchseal was loaded ahead of it (LD_PRELOAD).
-bool hooks_interposed() {
-  void *found = real_dlsym(RTLD_DEFAULT, "dlsym");
-  Dl_info found_info, self_info;
-  if (!found || !dladdr(found, &found_info)) return false;
-  if (!dladdr(reinterpret_cast<void *>(&hooks_interposed), &self_info)) return false;
-  return found_info.dli_fbase == self_info.dli_fbase;
-}
-
-}  // namespace
-}  // namespace torchseal::cupti
 
 extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) {
   // Runs the shim's first-CUDA-call initialisation, which picks the backend
   // (and so calls cupti::start()) and logs a fallback itself.
   bool active = torchseal::ensure_active();
   if (active && torchseal::cupti::running()) return 1;
-  if (torchseal::cupti::hooks_interposed()) return active ? 1 : 0;  // preloaded too
+  if (torchseal::shim_interposed()) return active ? 1 : 0;  // preloaded too
   if (active)
     torchseal::log::warn(
         "loaded through CUDA_INJECTION64_PATH without LD_PRELOAD and CUPTI is not subscribed: "

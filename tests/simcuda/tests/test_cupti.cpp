@@ -2,6 +2,7 @@
 #include <cupti.h>  // brings the generated *_params structs
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -152,4 +153,84 @@ TEST_CASE("SIMCUDA_CUPTI_BUSY=1 makes the first subscriber fail", "[.busy]")
 {
     CUpti_SubscriberHandle sub;
     CHECK(cuptiSubscribe(&sub, callback, nullptr) == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED);
+}
+
+namespace {
+
+// CUpti_SubscriberParams with the member CUPTI 13.2+ headers add.
+struct ParamsMulti {
+    CUpti_SubscriberParams base;
+    uint8_t allowMultipleSubscribers;
+};
+
+// Records each API callback into the subscriber's own vector (its user data).
+void CUPTIAPI collect(void *user, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void *cbdata)
+{
+    auto *d = static_cast<const CUpti_CallbackData *>(cbdata);
+    static_cast<std::vector<Seen> *>(user)->push_back(
+        Seen{domain, cbid, d->callbackSite, d->functionName, 0, 0, -1, 0, nullptr, false});
+}
+
+CUptiResult subscribe_v2(CUpti_SubscriberHandle *sub, std::vector<Seen> *seen, const char *name, bool multi,
+                         char *holder = nullptr)
+{
+    ParamsMulti p{};
+    p.base.structSize = offsetof(ParamsMulti, allowMultipleSubscribers) + 1;
+    p.base.subscriberName = name;
+    p.base.oldSubscriberName = holder;
+    p.base.oldSubscriberSize = holder ? CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN : 0;
+    p.allowMultipleSubscribers = multi ? 1 : 0;
+    return cuptiSubscribe_v2(sub, collect, seen, &p.base);
+}
+
+}  // namespace
+
+TEST_CASE("one subscriber: a second is refused, V1 or V2, and told the holder", "[cupti]")
+{
+    sim_primary_context();
+    uint32_t version = 0;
+    REQUIRE(cuptiGetVersion(&version) == CUPTI_SUCCESS);
+    CHECK(version == CUPTI_API_VERSION);
+    CUpti_SubscriberHandle first = nullptr, second = nullptr;
+    REQUIRE(subscribe_v2(&first, &g_seen, "first", true) == CUPTI_SUCCESS);
+    char holder[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN] = {};
+    CHECK(subscribe_v2(&second, &g_seen, "second", true, holder) ==
+          CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED);
+    CHECK(std::string(holder) == "first");
+    CHECK(cuptiSubscribe(&second, collect, &g_seen) == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED);
+    REQUIRE(cuptiUnsubscribe(first) == CUPTI_SUCCESS);
+}
+
+TEST_CASE("SIMCUDA_CUPTI_MULTI=1: V2 subscribers asking for it share CUPTI", "[.multi]")
+{
+    sim_primary_context();
+    uint32_t version = 0;
+    REQUIRE(cuptiGetVersion(&version) == CUPTI_SUCCESS);
+    CHECK(version >= 130300);
+    std::vector<Seen> a, b;
+    CUpti_SubscriberHandle first = nullptr, second = nullptr, other = nullptr;
+    REQUIRE(subscribe_v2(&first, &a, "first", true) == CUPTI_SUCCESS);
+    REQUIRE(subscribe_v2(&second, &b, "second", true) == CUPTI_SUCCESS);
+    // A V1 subscriber, or a V2 one asking otherwise, is refused next to them.
+    char holder[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN] = {};
+    CHECK(cuptiSubscribe(&other, collect, &a) == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED);
+    CHECK(subscribe_v2(&other, &a, "other", false, holder) == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED);
+    CHECK(std::string(holder) == "first");
+
+    // Each gets what it enabled, with its own user data.
+    REQUIRE(cuptiEnableCallback(1, first, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2) ==
+            CUPTI_SUCCESS);
+    REQUIRE(cuptiEnableCallback(1, second, CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2) ==
+            CUPTI_SUCCESS);
+    CUdeviceptr p = 0;
+    REQUIRE(cuMemAlloc(&p, kMiB) == CUDA_SUCCESS);
+    REQUIRE(cuMemFree(p) == CUDA_SUCCESS);
+    CHECK(a.size() == 2);  // enter and exit of cuMemAlloc_v2
+    CHECK(b.size() == 2);  // enter and exit of cuMemFree_v2
+    CHECK(cuptiFinalize() == CUPTI_SUCCESS);  // does nothing while two are subscribed
+    REQUIRE(cuptiUnsubscribe(first) == CUPTI_SUCCESS);
+    REQUIRE(cuptiUnsubscribe(second) == CUPTI_SUCCESS);
+    // Nobody left: the mode is chosen again by the next first subscriber.
+    REQUIRE(cuptiSubscribe(&other, collect, &a) == CUPTI_SUCCESS);
+    REQUIRE(cuptiUnsubscribe(other) == CUPTI_SUCCESS);
 }
