@@ -22,7 +22,7 @@ per function, so it is safe to import unconditionally.
 
 import ctypes
 
-__all__ = ["active", "available", "dump", "mark", "step"]
+__all__ = ["Tracker", "active", "available", "dump", "mark", "start", "step", "stop"]
 
 
 def _bind(lib, name, restype, argtypes):
@@ -49,12 +49,16 @@ def _process_symbols():
         return None
 
 
-_lib = _process_symbols()
-_active = _bind(_lib, "torchseal_active", ctypes.c_int, [])
-_step = _bind(_lib, "torchseal_step", None, [])
-_mark = _bind(_lib, "torchseal_mark", None, [ctypes.c_char_p])
-_dump = _bind(_lib, "torchseal_dump", ctypes.c_int, [ctypes.c_char_p])
-del _lib
+def _rebind(lib):
+    """Binds step/mark/dump to `lib` (also a shim loaded later by start())."""
+    global _active, _step, _mark, _dump
+    _active = _bind(lib, "torchseal_active", ctypes.c_int, [])
+    _step = _bind(lib, "torchseal_step", None, [])
+    _mark = _bind(lib, "torchseal_mark", None, [ctypes.c_char_p])
+    _dump = _bind(lib, "torchseal_dump", ctypes.c_int, [ctypes.c_char_p])
+
+
+_rebind(_process_symbols())
 
 
 def _as_bytes(text):
@@ -119,3 +123,15 @@ def dump(reason="api"):
         return _dump(_as_bytes(reason)) == 0
     except Exception:  # noqa: BLE001
         return False
+
+
+# Recording started from Python, and the IPython extension. Imported last:
+# they use _rebind above.
+from torchseal._tracker import Result, Tracker, TorchsealError, start, stop  # noqa: E402
+
+
+def load_ipython_extension(ipython):
+    """``%load_ext torchseal``: registers the ``%%torchseal`` cell magic."""
+    from torchseal._magic import load_ipython_extension as load
+
+    load(ipython)

@@ -138,6 +138,8 @@ Report analyze(const AnalysisInput &in, Symbolizer &symbolizer, const AnalysisOp
   Report r;
   r.trigger = in.trigger;
   r.process = in.process;
+  r.summary.preexisting_frees = in.preexisting_frees;
+  r.summary.preexisting_freed_bytes = in.preexisting_freed_bytes;
   SiteIds sites(in.stacks, symbolizer);
 
   // ---- leaks: one entry per (site, family, api, device, detected_at) ----

@@ -158,13 +158,17 @@ struct Mark {
 };
 
 struct AnalysisInput {
-  std::string trigger = "exit";  // exit | signal | oom | api
+  std::string trigger = "exit";  // exit | signal | oom | api | stop
   ProcessInfo process;
   std::vector<Module> modules;
   StackStore stacks;
   std::vector<LiveAlloc> live;  // live at exit (+ teardown leaks, flagged)
   std::vector<OomRecord> ooms;
   std::vector<InvalidFree> invalid_frees;
+  // Frees of memory allocated before torchseal_start() (or before the shim
+  // was attached); bytes only for memory the shim had seen.
+  uint64_t preexisting_frees = 0;
+  uint64_t preexisting_freed_bytes = 0;
   uint64_t peak_bytes = 0;
   uint64_t events = 0;  // alloc + free events incl. OOMs and invalid frees
   double seconds_in_torchseal = 0;

@@ -50,6 +50,9 @@ struct Summary {
   Overhead overhead;
   // Last, so brace-initialised Summaries keep their meaning.
   uint64_t reachable_bytes = 0;  // still held by Python objects at exit: not leaked
+  // Interval reports (trigger "stop") and shims attached late only.
+  uint64_t preexisting_frees = 0;
+  uint64_t preexisting_freed_bytes = 0;
 };
 
 struct LeakEntry {
@@ -117,7 +120,7 @@ inline constexpr int kReportVersion = 1;
 
 struct Report {
   int version = kReportVersion;
-  std::string trigger = "exit";  // exit | signal | oom | api
+  std::string trigger = "exit";  // exit | signal | oom | api | stop
   ProcessInfo process;
   Summary summary;
   std::vector<LeakEntry> leaks;  // bytes descending

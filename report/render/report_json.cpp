@@ -272,7 +272,7 @@ void read_report(const json &j, Report &r) {
   }
   r.version = kReportVersion;
   r.trigger = get_str(j, "", "trigger");
-  check_one_of(r.trigger, "trigger", {"exit", "signal", "oom", "api"});
+  check_one_of(r.trigger, "trigger", {"exit", "signal", "oom", "api", "stop"});
 
   const json &p = member(j, "", "process");
   r.process.pid = get_i64(p, "process", "pid");
@@ -302,6 +302,10 @@ void read_report(const json &j, Report &r) {
   m.overhead.seconds_in_torchseal = get_num(o, "summary.overhead", "seconds_in_torchseal");
 
   if (s.contains("reachable_bytes")) m.reachable_bytes = get_u64(s, "summary", "reachable_bytes");
+  if (s.contains("preexisting_frees")) {
+    m.preexisting_frees = get_u64(s, "summary", "preexisting_frees");
+    m.preexisting_freed_bytes = get_u64(s, "summary", "preexisting_freed_bytes");
+  }
 
   auto read_leaks = [&](const char *list, std::vector<LeakEntry> &out) {
     const json &leaks = get_array(j, "", list);
@@ -446,6 +450,12 @@ std::string report_to_json(const Report &r) {
   // program's report stays byte-identical to the section 5 contract.
   const bool python = !r.process.python.empty() || !r.reachable.empty();
   if (python) s["reachable_bytes"] = m.reachable_bytes;
+  // Only where an interval or a late attachment made pre-existing memory, so
+  // other reports keep their keys.
+  if (r.trigger == "stop" || m.preexisting_frees) {
+    s["preexisting_frees"] = m.preexisting_frees;
+    s["preexisting_freed_bytes"] = m.preexisting_freed_bytes;
+  }
   s["overhead"] = {{"events", m.overhead.events},
                    {"seconds_in_torchseal", finite(m.overhead.seconds_in_torchseal)}};
   j["summary"] = std::move(s);

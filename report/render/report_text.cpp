@@ -154,12 +154,14 @@ void append_holders(std::string &out, const std::vector<Holder> &holders, const 
 std::string report_to_text(const Report &r) {
   std::string out;
   const std::string tag = "==" + std::to_string(r.process.pid) + "==torchseal: ";
+  // An interval report (torchseal_start .. torchseal_stop) ends at the stop.
+  const std::string at_end = r.trigger == "stop" ? "at stop" : "at exit";
   bool anything =
       !r.leaks.empty() || !r.growth.empty() || !r.ooms.empty() || !r.invalid_frees.empty();
   if (!r.leaks.empty()) {
     out += tag + "detected memory leaks\n";
   } else if (anything) {
-    out += tag + "no leaks at exit; see growing sites and memory errors below\n";
+    out += tag + "no leaks " + at_end + "; see growing sites and memory errors below\n";
   } else {
     out += tag + "no leaks detected\n";
   }
@@ -175,7 +177,7 @@ std::string report_to_text(const Report &r) {
   }
 
   for (const LeakEntry &l : r.reachable) {
-    out += "\nReachable at exit (held by Python objects, not a leak): " + u64(l.bytes) +
+    out += "\nReachable " + at_end + " (held by Python objects, not a leak): " + u64(l.bytes) +
            " byte(s) in " + u64(l.allocations) + " allocation(s) (" + clean(l.kind) + ", " +
            clean(l.api) + ", device " + device_str(l.device) + ") allocated from:\n";
     append_frames(out, l.frames, l.python_frames, is_python_site(r, l.python_frames), "    ");
@@ -220,11 +222,15 @@ std::string report_to_text(const Report &r) {
 
   if (r.summary.cached_bytes > 0) {
     out += "\n" + tag + u64(r.summary.cached_bytes) +
-           " byte(s) held by PyTorch's caching allocator at exit (cached, not counted as leaks)\n";
+           " byte(s) held by PyTorch's caching allocator " + at_end + " (cached, not counted as leaks)\n";
   }
   if (r.summary.reachable_bytes > 0) {
     out += (r.summary.cached_bytes > 0 ? "" : "\n") + tag + u64(r.summary.reachable_bytes) +
-           " byte(s) still held by Python objects at exit (reachable, not counted as leaks)\n";
+           " byte(s) still held by Python objects " + at_end + " (reachable, not counted as leaks)\n";
+  }
+  if (r.summary.preexisting_frees > 0) {
+    out += tag + u64(r.summary.preexisting_frees) +
+           " free(s) of memory allocated before tracking started (pre-existing, not a leak)\n";
   }
   if (r.summary.suppressed_bytes > 0) {
     out += (r.summary.cached_bytes + r.summary.reachable_bytes > 0 ? "" : "\n") + tag +

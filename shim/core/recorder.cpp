@@ -85,6 +85,8 @@ FreeToken Recorder::on_free(ApiId api, Family family, uint64_t addr, uint64_t) {
   if (t.known) {
     counters().add_live(-static_cast<int64_t>(t.rec.size));
     if (history::enabled()) history::append(make_event(Op::Free, api, family, t0, addr, 0));
+  } else if (free_preexisting(api, family, addr, t0)) {
+    // counted there
   } else {
     InvalidFree f;
     f.api = api;
@@ -103,6 +105,48 @@ FreeToken Recorder::on_free(ApiId api, Family family, uint64_t addr, uint64_t) {
   }
   counters().end_event(t0);
   return t;
+}
+
+bool Recorder::free_preexisting(ApiId api, Family family, uint64_t addr, uint64_t t0) {
+  LiveRecord rec{};
+  bool known = interval_.load(std::memory_order_relaxed) &&
+               (family == Family::Vmm ? pre_vmm_ : pre_live_).remove(addr, &rec);
+  if (!known && !attached_late_.load(std::memory_order_relaxed)) return false;
+  if (known) {
+    counters().add_live(-static_cast<int64_t>(rec.size));
+    // The history saw it allocated: it sees it freed.
+    if (history::enabled()) history::append(make_event(Op::Free, api, family, t0, addr, 0));
+  }
+  Guard g(misc_lock_);
+  ++preexisting_frees_;
+  preexisting_freed_bytes_ += rec.size;
+  return true;
+}
+
+void Recorder::begin_interval() {
+  // A free racing with the move finds the record in one table or the other:
+  // the sink runs under the source shard's lock.
+  for (auto [from, to] : {std::pair{&live_, &pre_live_}, std::pair{&vmm_, &pre_vmm_}})
+    from->remove_if([](const LiveRecord &) { return true; },
+                    [to = to](const LiveRecord &r) { to->insert(r, nullptr); });
+  {
+    Guard g(misc_lock_);
+    preexisting_frees_ = preexisting_freed_bytes_ = 0;
+  }
+  interval_.store(true, std::memory_order_release);
+}
+
+void Recorder::end_interval() {
+  if (!interval_.exchange(false, std::memory_order_acq_rel)) return;
+  for (auto [from, to] : {std::pair{&pre_live_, &live_}, std::pair{&pre_vmm_, &vmm_}})
+    from->remove_if([](const LiveRecord &) { return true; },
+                    [to = to](const LiveRecord &r) {
+                      LiveRecord old{};
+                      // An address reused inside the interval was freed
+                      // first: the newer record is the live one.
+                      if (!to->find(r.addr, &old)) to->insert(r, nullptr);
+                      else counters().add_live(-static_cast<int64_t>(r.size));
+                    });
 }
 
 void Recorder::undo_free(const FreeToken &t) {
@@ -299,15 +343,19 @@ void Recorder::on_teardown(ApiId api, int device, uint32_t context) {
     history::append(e);
   }
   std::vector<LiveAlloc> dead;
+  auto dies = [&](const LiveRecord &r) {
+    return context ? r.context == context : (device < 0 || r.device == device);
+  };
   for (LiveTable *t : {&live_, &vmm_})
-    t->remove_if(
-        [&](const LiveRecord &r) {
-          return context ? r.context == context : (device < 0 || r.device == device);
-        },
-        [&](const LiveRecord &r) {
-          dead.push_back(live_alloc_of(r, DetectedAt::ContextTeardown));
-          counters().add_live(-static_cast<int64_t>(r.size));
-        });
+    t->remove_if(dies, [&](const LiveRecord &r) {
+      dead.push_back(live_alloc_of(r, DetectedAt::ContextTeardown));
+      counters().add_live(-static_cast<int64_t>(r.size));
+    });
+  // Pre-existing memory dies with its context too; it is not the interval's.
+  for (LiveTable *t : {&pre_live_, &pre_vmm_})
+    t->remove_if(dies, [&](const LiveRecord &r) {
+      counters().add_live(-static_cast<int64_t>(r.size));
+    });
   if (dead.empty()) return;
   Guard g(misc_lock_);
   teardown_leaks_.insert(teardown_leaks_.end(), dead.begin(), dead.end());
@@ -397,6 +445,8 @@ void Recorder::snapshot(AnalysisInput &in) {
     // Explicit steps win; time windows stand in only when there are none.
     in.steps = step_samples_.empty() ? window_samples_ : step_samples_;
     in.invalid_frees = invalid_frees_;
+    in.preexisting_frees = preexisting_frees_;
+    in.preexisting_freed_bytes = preexisting_freed_bytes_;
   }
   in.peak_bytes = counters().peak_bytes();
   in.events = counters().events();
@@ -437,6 +487,10 @@ void Recorder::reset_after_fork() {
   new (&stacks_) StackTable();
   new (&live_) LiveTable();
   new (&vmm_) LiveTable();
+  new (&pre_live_) LiveTable();
+  new (&pre_vmm_) LiveTable();
+  interval_.store(false);
+  preexisting_frees_ = preexisting_freed_bytes_ = 0;
   new (&misc_lock_) ShardLock();
   new (&teardown_leaks_) std::vector<LiveAlloc>();
   new (&ooms_) std::vector<OomRecord>();

@@ -49,6 +49,19 @@ class Recorder {
   // keep the current mappings, which place tensors in their handles.
   void on_vmm_range(Op op, uint64_t addr, uint64_t size, uint64_t handle);
 
+  // An interval (torchseal_start .. torchseal_stop): what is live at its
+  // start is pre-existing. It moves aside, so the interval's report lists
+  // only what was allocated inside it; its frees are counted, not invalid.
+  // end_interval() puts it back for the exit report. Live bytes and the peak
+  // stay the process's.
+  void begin_interval();
+  void end_interval();
+  // The shim was attached to a process that had already allocated
+  // (torchseal.start() without LD_PRELOAD): a free of an address never seen
+  // is pre-existing memory going away, not an invalid free.
+  void set_attached_late() { attached_late_.store(true, std::memory_order_relaxed); }
+  bool attached_late() const { return attached_late_.load(std::memory_order_relaxed); }
+
   // Builds the analysis input from the current state (exit, signal, API dump).
   void snapshot(AnalysisInput &in);
   // The OOMs a report lists: the decided ones, then the pending ones as the
@@ -86,6 +99,9 @@ class Recorder {
   static void request_oom_dump(uint64_t t);
   StepSample sample_sites(uint64_t step, uint64_t t);
   LiveTable &table_for(Family f) { return f == Family::Vmm ? vmm_ : live_; }
+  // A free that missed the live tables: pre-existing memory (counted), or
+  // false for an invalid free.
+  bool free_preexisting(ApiId api, Family family, uint64_t addr, uint64_t t0);
 
   StackTable stacks_;
   LiveTable live_;
@@ -102,6 +118,13 @@ class Recorder {
   std::vector<StepSample> step_samples_, window_samples_;  // under misc_lock_
   uint64_t ooms_total_ = 0;
   uint64_t invalid_frees_total_ = 0;
+  // Pre-existing allocations during an interval (begin_interval).
+  LiveTable pre_live_;
+  LiveTable pre_vmm_;
+  std::atomic<bool> interval_{false};
+  std::atomic<bool> attached_late_{false};
+  uint64_t preexisting_frees_ = 0;        // under misc_lock_
+  uint64_t preexisting_freed_bytes_ = 0;  // known only for memory seen before
 };
 
 namespace recorder_detail {

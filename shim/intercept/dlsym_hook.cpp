@@ -25,6 +25,14 @@ TS_UNINSTRUMENTED void resolve_real_dlsym() {
   if (torchseal_real_dlsym_ptr) return;
   void *p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
   if (!p) p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+  if (!p) {
+    // Loaded by dlopen (torchseal.start()): libc comes before us in the
+    // lookup order, so RTLD_NEXT cannot find it; ask libc itself.
+    if (void *libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD)) {
+      p = dlvsym(libc, "dlsym", "GLIBC_2.34");
+      if (!p) p = dlvsym(libc, "dlsym", "GLIBC_2.2.5");
+    }
+  }
   __atomic_store_n(&torchseal_real_dlsym_ptr, p, __ATOMIC_RELEASE);
 }
 

@@ -1,11 +1,14 @@
 #include "shim/runtime/lifecycle.h"
 
+#include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <mutex>
 #include <new>
@@ -14,6 +17,7 @@
 #include "shim/core/python/autograd_node.h"
 #include "shim/core/python/python_frames.h"
 #include "shim/intercept/dlsym_hook.h"
+#include "shim/intercept/got_patch.h"
 #include "shim/runtime/crash_flush.h"
 #include "shim/runtime/service_thread.h"
 #include "shim/runtime/signals.h"
@@ -42,6 +46,12 @@ std::atomic<int> g_state{static_cast<int>(ShimState::Uninit)};
 std::mutex g_init_mutex;
 const Config *g_config = nullptr;
 const char *g_backend = "hooks";
+
+// Set by the constructor when the CUDA libraries were loaded before the
+// shim: it was dlopen'ed (torchseal.start()), not preloaded.
+bool g_loaded_late = false;
+// An interval (torchseal_start) is open; its report prefix.
+std::atomic<bool> g_interval_open{false};
 
 // Whether this process (not its parent, after fork) recorded anything: a
 // child that never calls CUDA writes no files.
@@ -118,6 +128,46 @@ bool hooks_record() {
 #endif
 }
 
+struct LoadOrder {
+  uintptr_t self = 0;
+  bool cuda_before_self = false;
+};
+
+// Link-map order is load order: a CUDA library listed before the shim was
+// bound to its callers before the shim could interpose on it.
+int cuda_before_self(dl_phdr_info *info, size_t, void *data) {
+  auto *order = static_cast<LoadOrder *>(data);
+  if (info->dlpi_addr == order->self) return 1;  // stop at ourselves
+  const char *name = info->dlpi_name ? strrchr(info->dlpi_name, '/') : nullptr;
+  name = name ? name + 1 : info->dlpi_name;
+  if (name && (strncmp(name, "libcudart.so", 12) == 0 || strncmp(name, "libcuda.so", 10) == 0))
+    order->cuda_before_self = true;
+  return 0;
+}
+
+// Preloaded, the shim comes before any CUDA library (simgpu's preloaded
+// simcuda comes after it); loaded by dlopen, it comes after them.
+__attribute__((constructor)) void note_load_order() {
+  Dl_info self;
+  if (!dladdr(reinterpret_cast<void *>(&note_load_order), &self)) return;
+  LoadOrder order;
+  order.self = reinterpret_cast<uintptr_t>(self.dli_fbase);
+  dl_iterate_phdr(cuda_before_self, &order);
+  g_loaded_late = order.cuda_before_self;
+}
+
+// What the process allocated before is not ours to judge: frees of it are
+// counted as pre-existing. The callers' GOT entries point at the hooks
+// whichever backend records, as when preloaded: without CUPTI the hooks
+// record, and with it they take over when a profiler asks for the slot
+// (the host's cuptiSubscribe entries are patched too).
+void attach_late() {
+  recorder().set_attached_late();
+  size_t n = got::patch_loaded_objects();
+  log::info("attached late: %zu CUDA and CUPTI entries of the loaded libraries now reach the hooks",
+            n);
+}
+
 void initialise() {
   std::lock_guard<std::mutex> lock(g_init_mutex);
   if (g_state.load(std::memory_order_acquire) != static_cast<int>(ShimState::Uninit)) return;
@@ -138,6 +188,7 @@ void initialise() {
   const char *unwinder = unwinder_init(cfg->unwind);
   report_files_init(*cfg);
   choose_backend(*cfg);
+  if (g_loaded_late) attach_late();
   pthread_atfork(nullptr, nullptr, after_fork_child);
   install_dump_signal(cfg->dump_signal);
   // Without torchseal_step() or NVTX steps, growth is judged per time window.
@@ -196,6 +247,9 @@ void hooks_take_over() {
 
 void mark_thread_internal() { t_depth = 1 << 20; }
 
+bool loaded_late() { return g_loaded_late; }
+void set_interval_open(bool open) { g_interval_open.store(open); }
+
 namespace {
 
 // Runs from the shim's ELF destructor: after the program's own static
@@ -215,6 +269,11 @@ __attribute__((destructor)) void at_exit() {
   recorder().settle_ooms(true);
   history::finish(true);
   unwinder_log_summary();
+  // Attached by torchseal.start(), the closed intervals have reported;
+  // only one still open at exit gets the exit report (under its prefix).
+  if (g_loaded_late && !g_interval_open.load()) return;
+  // Preloaded, the exit report covers the whole run, before the interval too.
+  if (!g_loaded_late) recorder().end_interval();
   int64_t leaks = write_report("exit");
   int code = g_config ? g_config->exit_code : -1;
   if (leaks > 0 && code > 0) {

@@ -37,6 +37,11 @@ void hooks_take_over();
 // made on it are never recorded.
 void mark_thread_internal();
 
+// The shim was dlopen'ed after the CUDA libraries (torchseal.start()).
+bool loaded_late();
+// torchseal_start() .. torchseal_stop(): decides what the exit report does.
+void set_interval_open(bool open);
+
 // Per-thread nesting depth of hooked calls. A runtime call that reaches the
 // driver through hooked pointers is one event, recorded by the outermost hook.
 namespace hook_detail {

@@ -151,7 +151,9 @@ std::string output_prefix() {
 
 bool disable_report_output() { return !g_output_disabled.exchange(true); }
 
-int64_t write_report(const char *trigger) {
+void set_output_prefix(const std::string &prefix) { g_prefix = prefix; }
+
+int64_t write_report(const char *trigger, const std::string &given_prefix) {
   // Outside the write lock: it may wait for the main thread's safe point.
   if (strcmp(trigger, "exit") != 0) holders::before_dump();
   std::lock_guard<std::mutex> lock(g_write_mutex);
@@ -165,9 +167,13 @@ int64_t write_report(const char *trigger) {
     in.torch_caching_allocator = torch_caching_allocator_in_use();
     in.torch_process = torch_cuda_loaded();
     in.modules = capture_module_map();
-    std::string prefix = output_prefix(), error;
+    std::string prefix = given_prefix.empty() ? output_prefix() : given_prefix, error;
     if (prefix.empty()) return -1;
-    if (strcmp(trigger, "exit") != 0) prefix += "." + std::to_string(++g_dump_seq);
+    const bool interval = strcmp(trigger, "stop") == 0;
+    if (strcmp(trigger, "exit") != 0 && !interval) prefix += "." + std::to_string(++g_dump_seq);
+    // The scan just taken at this safe point decides what Python still
+    // holds, as the exit scan does at exit.
+    if (interval) in.holders.at_exit = in.holders.done;
 
     Report report;
     if (!produce_report(in, prefix, analysis_options(), &report, error)) {

@@ -19,7 +19,12 @@ std::string output_prefix();
 void report_files_after_fork();
 // trigger: "exit" writes P.json/P.txt; others write P.<n>.json/P.<n>.txt.
 // Returns the number of leaked allocations, or -1 if nothing could be written.
-int64_t write_report(const char *trigger);
+// trigger "stop" (the end of a torchseal_start() interval) writes
+// `prefix`.json/.txt, `prefix` as given (relative to the working directory).
+int64_t write_report(const char *trigger, const std::string &prefix = {});
+// A shim attached by torchseal_start() writes its history (and an exit
+// report, if the interval is still open then) under the interval's prefix.
+void set_output_prefix(const std::string &prefix);
 
 // The disk is full or read-only: no further reports are attempted (the
 // one-line reason has already been printed).

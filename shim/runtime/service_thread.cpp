@@ -12,6 +12,7 @@
 #include "report/format/tseal_format.h"
 #include "shim/core/fast_clock.h"
 #include "shim/core/recorder.h"
+#include "shim/intercept/got_patch.h"
 #include "shim/runtime/exit_verdict.h"
 #include "shim/runtime/lifecycle.h"
 #include "shim/runtime/log.h"
@@ -75,6 +76,7 @@ void *service_main(void *) {
       if (!recorder().explicit_steps()) recorder().on_step(true);
       next_window += s.window_ns;
     }
+    got::patch_new_objects();  // libraries dlopen'ed since (late attachment)
     file::pass(recorder().stacks());
     if (s.crash_request.exchange(false)) {
       // The process is dying: mark the file as not cleanly ended, then let

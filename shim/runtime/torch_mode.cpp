@@ -48,6 +48,10 @@ bool torch_caching_allocator_in_use() {
     const char *conf = getenv(var);
     if (conf && strstr(conf, "backend:cudaMallocAsync")) return false;
   }
+  // Caching turned off: every tensor is its own cudaMalloc and cudaFree
+  // (c10's forceUncachedAllocator reads the value "1").
+  const char *uncached = getenv("PYTORCH_NO_CUDA_MEMORY_CACHING");
+  if (uncached && strcmp(uncached, "1") == 0) return false;
   return true;
 }
 

@@ -1,0 +1,55 @@
+// torchseal_start() / torchseal_stop(): recording bounded by the program
+// itself (torchseal.Tracker, the %%torchseal cell magic, a test).
+//
+// Preloaded, the shim has seen everything: what is live at the start is set
+// aside as pre-existing and the stop report lists what the interval left
+// behind. Loaded late by dlopen, the start also wakes the shim: CUPTI if it
+// takes a late subscriber, else the callers' GOT entries (lifecycle.cpp).
+#include <mutex>
+#include <string>
+
+#include "shim/core/recorder.h"
+#include "shim/runtime/lifecycle.h"
+#include "shim/runtime/log.h"
+#include "shim/runtime/report_files.h"
+
+namespace {
+
+std::mutex g_mutex;
+std::string *g_interval_prefix = nullptr;  // never freed: read at exit
+
+}  // namespace
+
+extern "C" {
+
+// Returns 0, or -1 when the shim cannot record (a bad setting, said once).
+__attribute__((visibility("default"))) int torchseal_start(const char *prefix) {
+  using namespace torchseal;
+  if (!prefix || !*prefix) return -1;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  // Before the shim wakes: a late shim's history goes under this prefix.
+  if (loaded_late() && !is_active()) set_output_prefix(prefix);
+  if (!ensure_active()) return -1;
+  if (!g_interval_prefix) g_interval_prefix = new std::string();
+  *g_interval_prefix = prefix;
+  recorder().begin_interval();
+  set_interval_open(true);
+  if (loaded_late()) set_output_prefix(prefix);  // an interval open at exit reports here
+  log::debug("interval started; its report goes to %s.json", prefix);
+  return 0;
+}
+
+// Writes the interval's report to the prefix given to torchseal_start.
+// Returns the number of leaked allocations, or -1 (no interval, no report).
+__attribute__((visibility("default"))) long long torchseal_stop(void) {
+  using namespace torchseal;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (!is_active() || !g_interval_prefix || g_interval_prefix->empty()) return -1;
+  int64_t leaks = write_report("stop", *g_interval_prefix);
+  recorder().end_interval();
+  set_interval_open(false);
+  g_interval_prefix->clear();
+  return leaks;
+}
+
+}  // extern "C"
