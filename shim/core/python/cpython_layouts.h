@@ -33,7 +33,7 @@ constexpr uint32_t kCodeArraySize = 0;
 constexpr uint32_t kCodeArrayEntries = 8;
 
 struct Layout {
-  int minor;  // 10 and up
+  int minor;           // 10 and up
   bool free_threaded;  // _Py_DebugOffsets.free_threaded (3.13+)
 
   uint32_t ob_type;  // PyObject.ob_type

@@ -89,8 +89,8 @@ int walk(const Interp &in, uintptr_t tstate, PositionKey *out, int cap, Read &re
       // Python's own f_back walk; generators are exempt, they may be
       // suspended at any point and only linked while running.
       if (first && owner != kOwnedByGenerator &&
-          ip < first + 2 * static_cast<uint64_t>(
-                               read.template get<int32_t>(code + static_cast<uint32_t>(l.co_firsttraceable))))
+          ip < first + 2 * static_cast<uint64_t>(read.template get<int32_t>(
+                               code + static_cast<uint32_t>(l.co_firsttraceable))))
         continue;
       offset = first ? static_cast<int64_t>(ip - first) : kOffsetUnknown;
       // A not-yet-started frame points one unit before the code (3.11/3.12).
