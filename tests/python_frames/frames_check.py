@@ -114,9 +114,13 @@ def worker_threads():
     free-threaded 3.14+ every thread but the first runs its own copy of the
     bytecode (thread-local bytecode), specialized as it warms up, and a new
     thread's first call of a code object makes that object's copy array grow
-    while the others walk theirs. Lines must be right on every thread."""
+    while the others walk theirs (it starts with room for 16 copies: more
+    threads than that are alive at once). Lines must be right on every
+    thread."""
     results = []
     lock = threading.Lock()
+    n_threads = 24
+    start = threading.Barrier(n_threads)
 
     def hot(i):
         if i % 97 == 0:
@@ -125,14 +129,15 @@ def worker_threads():
 
     def target():
         mine = []
-        for i in range(3000):
+        start.wait()
+        for i in range(1000):
             r = hot(i)
             if isinstance(r, tuple):
                 mine.append(r)
         with lock:
             results.extend(mine)
 
-    threads = [threading.Thread(target=target, name=f"worker-{k}") for k in range(4)]
+    threads = [threading.Thread(target=target, name=f"worker-{k}") for k in range(n_threads)]
     for t in threads:
         t.start()
     for t in threads:
