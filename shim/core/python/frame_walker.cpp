@@ -28,21 +28,24 @@ uintptr_t read_copy_start(const Layout &l, uintptr_t code, int64_t index, Read &
   return guarded.failed() || !plausible(start) ? 0 : start;
 }
 
-// The bytecode a frame runs: co_code_adaptive, or on free-threaded 3.14+ the
-// copy its tlbc_index names (entry 0 is co_code_adaptive itself). 0 when the
-// copy cannot be read (process_vm_readv refused, a garbage index).
+// Free-threaded 3.14+: the start of the bytecode copy a frame runs, the one
+// its tlbc_index names (entry 0 is co_code_adaptive itself). 0 when the copy
+// cannot be read (process_vm_readv refused, a garbage index). Out of line:
+// GIL builds never call it.
 template <typename Read>
-uintptr_t bytecode_start(const Layout &l, uintptr_t frame, uintptr_t code, uint64_t fingerprint,
-                         uintptr_t ip, int64_t code_bytes, Read &read, TlbcCache *cache) {
+__attribute__((noinline)) uintptr_t thread_bytecode(const Layout &l, uintptr_t frame,
+                                                    uintptr_t code, uintptr_t ip, Read &read,
+                                                    TlbcCache *cache) {
   uintptr_t main = code + static_cast<uint32_t>(l.co_code_adaptive);
-  if (l.fr_tlbc_index == kAbsent) return main;
   int64_t index = read.template get<int32_t>(frame + static_cast<uint32_t>(l.fr_tlbc_index));
   if (index <= 0) return index == 0 ? main : 0;
+  uint64_t fingerprint = code_fingerprint(l, code, read);
+  uint64_t code_bytes = 2 * read.template get<uint64_t>(code + l.co_identity_word);
   TlbcCache::Slot *slot = nullptr;
   if (cache) {
     slot = &cache->slots[mix64(code ^ static_cast<uint64_t>(index)) & (TlbcCache::kSlots - 1)];
     if (slot->code == code && slot->fingerprint == fingerprint && slot->index == index &&
-        ip >= slot->start && ip - slot->start < static_cast<uint64_t>(code_bytes))
+        ip >= slot->start && ip - slot->start < code_bytes)
       return slot->start;
   }
   uintptr_t start = read_copy_start(l, code, index, read);
@@ -50,7 +53,9 @@ uintptr_t bytecode_start(const Layout &l, uintptr_t frame, uintptr_t code, uint6
   return start;
 }
 
-template <typename Read>
+// kTlbc: the build runs thread-local bytecode (free-threaded 3.14+). A
+// template flag, so GIL builds' walks test nothing more per frame.
+template <bool kTlbc, typename Read>
 int walk(const Interp &in, uintptr_t tstate, PositionKey *out, int cap, Read &read,
          TlbcCache *cache) {
   const Layout &l = *in.layout;
@@ -75,28 +80,34 @@ int walk(const Interp &in, uintptr_t tstate, PositionKey *out, int cap, Read &re
     // is not a Python function frame.
     if (!plausible(code) || read.ptr(code + l.ob_type) != in.code_type) continue;
 
-    uint64_t fingerprint = code_fingerprint(l, code, read);
     int64_t offset;
     if (l.co_code_adaptive == kAbsent) {
       // 3.10: f_lasti is the index of the last instruction, -1 before start.
       int32_t lasti = read.template get<int32_t>(f + l.fr_position);
       offset = lasti < 0 ? -1 : 2 * int64_t{lasti};
     } else {
+      uintptr_t first = code + static_cast<uint32_t>(l.co_code_adaptive);
       uintptr_t ip = read.ptr(f + l.fr_position);
-      int64_t code_bytes = 2 * read.template get<int64_t>(code + l.co_identity_word);
-      uintptr_t first = bytecode_start(l, f, code, fingerprint, ip, code_bytes, read, cache);
-      // Incomplete frames (before their first RESUME) are invisible to
-      // Python's own f_back walk; generators are exempt, they may be
-      // suspended at any point and only linked while running.
-      if (first && owner != kOwnedByGenerator &&
-          ip < first + 2 * static_cast<uint64_t>(read.template get<int32_t>(
-                               code + static_cast<uint32_t>(l.co_firsttraceable))))
-        continue;
-      offset = first ? static_cast<int64_t>(ip - first) : kOffsetUnknown;
-      // A not-yet-started frame points one unit before the code (3.11/3.12).
-      if (first && offset < 0) offset = -1;
-      if (first && l.co_identity_is_size && offset >= code_bytes) offset = -1;
+      if constexpr (kTlbc) first = thread_bytecode(l, f, code, ip, read, cache);
+      if (kTlbc && !first) {
+        offset = kOffsetUnknown;  // no line rather than a wrong one
+      } else {
+        // Incomplete frames (before their first RESUME) are invisible to
+        // Python's own f_back walk; generators are exempt, they may be
+        // suspended at any point and only linked while running.
+        if (owner != kOwnedByGenerator &&
+            ip < first + 2 * static_cast<uint64_t>(read.template get<int32_t>(
+                                 code + static_cast<uint32_t>(l.co_firsttraceable))))
+          continue;
+        offset = static_cast<int64_t>(ip - first);
+        // A not-yet-started frame points one unit before the code (3.11/3.12).
+        if (offset < 0) offset = -1;
+        if (l.co_identity_is_size &&
+            offset >= 2 * read.template get<int64_t>(code + l.co_identity_word))
+          offset = -1;
+      }
     }
+    uint64_t fingerprint = code_fingerprint(l, code, read);
     if (read.failed()) break;  // the frame changed under a guarded walk
     out[n++] = PositionKey{code, offset, fingerprint};
   }
@@ -107,12 +118,14 @@ int walk(const Interp &in, uintptr_t tstate, PositionKey *out, int cap, Read &re
 
 int walk_frames(const Interp &in, uintptr_t tstate, PositionKey *out, int cap, TlbcCache *tlbc) {
   DirectRead read;
-  return walk(in, tstate, out, cap, read, tlbc);
+  if (in.layout->fr_tlbc_index != kAbsent) return walk<true>(in, tstate, out, cap, read, tlbc);
+  return walk<false>(in, tstate, out, cap, read, tlbc);
 }
 
 int walk_other_thread(const Interp &in, uintptr_t tstate, PositionKey *out, int cap) {
   GuardedRead read;
-  return walk(in, tstate, out, cap, read, nullptr);
+  if (in.layout->fr_tlbc_index != kAbsent) return walk<true>(in, tstate, out, cap, read, nullptr);
+  return walk<false>(in, tstate, out, cap, read, nullptr);
 }
 
 }  // namespace torchseal::py
