@@ -1,8 +1,9 @@
 """Prints "name path" for each interpreter the Python-frame tests run on:
 pyenv's 3.9-3.13 (3.9 only for the unsupported-version test), the system
 python3, the 3.14/3.15 that scripts/python-interpreters provisioned, and the
-free-threaded builds it found (names ending in "t"). An absent one is printed
-without a path; its tests then skip.
+free-threaded builds it found (names ending in "t"; the minors with none are
+one "free-threaded" line). An absent one is printed without a path; its tests
+then skip.
 
   find_pythons.py            the list above (meson reads it at configure time)
   find_pythons.py --summary  which were tested and which skipped, and why

@@ -109,6 +109,42 @@ def in_thread():
     return box["r"]
 
 
+def worker_threads():
+    """Several threads at once, each calling a hot function many times. On
+    free-threaded 3.14+ every thread but the first runs its own copy of the
+    bytecode (thread-local bytecode), specialized as it warms up, and a new
+    thread's first call of a code object makes that object's copy array grow
+    while the others walk theirs (it starts with room for 16 copies: more
+    threads than that are alive at once). Lines must be right on every
+    thread."""
+    results = []
+    lock = threading.Lock()
+    n_threads = 24
+    start = threading.Barrier(n_threads)
+
+    def hot(i):
+        if i % 97 == 0:
+            return probe()
+        return i + 1
+
+    def target():
+        mine = []
+        start.wait()
+        for i in range(1000):
+            r = hot(i)
+            if isinstance(r, tuple):
+                mine.append(r)
+        with lock:
+            results.extend(mine)
+
+    threads = [threading.Thread(target=target, name=f"worker-{k}") for k in range(n_threads)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
+
+
 def recursion(depth):
     if depth == 0:
         return probe()
@@ -166,6 +202,17 @@ SCENARIOS = [
 ]
 
 
+def check_all(name, fn):
+    """fn returns many (captured, expected) pairs: all must agree."""
+    pairs = fn()
+    bad = [(got, exp) for got, exp in pairs if got != exp]
+    if pairs and not bad:
+        print(f"ok   {name}: {len(pairs)} stacks")
+        return True
+    print(f"FAIL {name}: {len(bad)} of {len(pairs)} stacks differ")
+    return check(name + " (first that differs)", lambda: bad[0]) if bad else False
+
+
 def check(name, fn):
     got, exp = fn()
     if len(exp) > CAP:
@@ -201,6 +248,7 @@ def main():
         print(f"FAIL version: expected {want}")
     for name, fn in SCENARIOS:
         ok = check(name, fn) and ok
+    ok = check_all("worker threads, hot loop", worker_threads) and ok
     ok = check_identity() and ok
     sys.exit(0 if ok else 1)
 

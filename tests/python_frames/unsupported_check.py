@@ -1,4 +1,4 @@
-"""unsupported_check.py LIB 3.9|free-threaded|off
+"""unsupported_check.py LIB 3.9|off
 
 An interpreter we cannot read (3.9), or TORCHSEAL_PYTHON=off, leaves Python
 frames disabled: capture() returns 0, version() is "", and an unsupported
@@ -28,10 +28,6 @@ want = 0 if CASE == "off" else 1
 good = r.returncode == 0 and len(notices) == want
 if CASE != "off":
     minor = "%d.%d" % sys.version_info[:2]
-    if CASE == "free-threaded":
-        # Refused from its debug offsets (or its version, before they are read).
-        good = good and f"Python {minor}" in notices[0] and "not supported" in notices[0]
-    else:
-        good = good and f"Python {minor} frames are not supported; native frames only" in notices[0]
+    good = good and f"Python {minor} frames are not supported; native frames only" in notices[0]
 print("ok" if good else "FAIL")
 sys.exit(0 if good else 1)

@@ -117,12 +117,13 @@ bool copy_unicode_with(const Interp &in, uintptr_t obj, size_t cap, std::string 
   if (!plausible(obj) || read.ptr(obj + l.ob_type) != in.unicode_type) return false;
   int64_t n = read.template get<int64_t>(obj + l.str_length);
   if (n < 0 || n > kMaxStringChars) return false;
-  // Low byte only: the bits above `ascii`/`ready` are padding and were seen
-  // holding garbage.
-  uint32_t state = read.template get<uint32_t>(obj + l.str_state) & 0xff;
-  unsigned kind = (state >> 2) & 7;
-  bool compact = (state >> 5) & 1, ascii = (state >> 6) & 1;
-  if (l.str_has_ready_bit && !((state >> 7) & 1)) return false;
+  // Only the named bits: those above `ascii`/`ready` are padding and were
+  // seen holding garbage, and `interned` below them may be rewritten by
+  // another thread meanwhile (free-threaded builds intern without a lock).
+  uint32_t state = read.template get<uint32_t>(obj + l.str_state) >> l.str_kind_shift;
+  unsigned kind = state & 7;
+  bool compact = (state >> 3) & 1, ascii = (state >> 4) & 1;
+  if (l.str_has_ready_bit && !((state >> 5) & 1)) return false;
   if (kind != 1 && kind != 2 && kind != 4) return false;
   uintptr_t data = compact ? obj + (ascii ? l.str_ascii_data : l.str_compact_data)
                            : read.ptr(obj + l.str_compact_data);
@@ -167,7 +168,7 @@ bool decode_location(const Interp &in, uintptr_t code, int64_t offset, DecodedLo
   const uint8_t *table;
   size_t len;
   int line = -1;
-  if (bytes_view(in, rd_ptr(code + l.co_linetable), table, len)) {
+  if (offset != kOffsetUnknown && bytes_view(in, rd_ptr(code + l.co_linetable), table, len)) {
     line = l.minor == 10 ? line_from_pep626_table(table, len, first, offset)
                          : line_from_location_table(table, len, first, offset);
   }

@@ -47,9 +47,15 @@ struct DecodedLocation {
   int line = 0;  // 0 when the offset has no line
 };
 
-// `offset` is the byte offset of the current instruction in the bytecode, or
-// negative for a frame that has not started (reported at co_firstlineno, as
-// CPython does). False if the object does not look like a code object.
+// A frame whose bytecode copy could not be found (free-threaded builds
+// where process_vm_readv is refused): reported without a line, never with a
+// wrong one.
+constexpr int64_t kOffsetUnknown = -2;
+
+// `offset` is the byte offset of the current instruction in the bytecode,
+// -1 for a frame that has not started (reported at co_firstlineno, as
+// CPython does), or kOffsetUnknown. False if the object does not look like a
+// code object.
 bool decode_location(const Interp &in, uintptr_t code, int64_t offset, DecodedLocation &out);
 
 // The line decoders, on a copy-free view of the table bytes. -1 = no line.

@@ -15,6 +15,7 @@ namespace {
 constexpr Layout kLayouts[] = {
     // 3.10: tstate->frame is a PyFrameObject*; f_lasti counts code units.
     {.minor = 10,
+     .free_threaded = false,
      .ob_type = 8,
      .ts_frame = 24,
      .cframe_current_frame = kAbsent,
@@ -24,6 +25,8 @@ constexpr Layout kLayouts[] = {
      .fr_owner = kAbsent,
      .fr_owner_last = kOwnedByEntry,
      .fr_code_tag_bits = 0,
+     .fr_tlbc_index = kAbsent,
+     .co_tlbc = kAbsent,
      .co_firstlineno = 40,
      .co_filename = 104,
      .co_name = 112,
@@ -38,10 +41,12 @@ constexpr Layout kLayouts[] = {
      .str_ascii_data = 48,
      .str_compact_data = 72,
      .str_has_ready_bit = true,
+     .str_kind_shift = 2,
      .bytes_size = 16,
      .bytes_data = 32},
     // 3.11: tstate->cframe->current_frame; prev_instr is the last executed unit.
     {.minor = 11,
+     .free_threaded = false,
      .ob_type = 8,
      .ts_frame = 56,
      .cframe_current_frame = 8,
@@ -51,6 +56,8 @@ constexpr Layout kLayouts[] = {
      .fr_owner = 69,
      .fr_owner_last = kOwnedByEntry,
      .fr_code_tag_bits = 0,
+     .fr_tlbc_index = kAbsent,
+     .co_tlbc = kAbsent,
      .co_firstlineno = 72,
      .co_filename = 112,
      .co_name = 120,
@@ -65,10 +72,12 @@ constexpr Layout kLayouts[] = {
      .str_ascii_data = 48,
      .str_compact_data = 72,
      .str_has_ready_bit = true,
+     .str_kind_shift = 2,
      .bytes_size = 16,
      .bytes_data = 32},
     // 3.12: cframe->current_frame moved to offset 0; no wstr in strings.
     {.minor = 12,
+     .free_threaded = false,
      .ob_type = 8,
      .ts_frame = 56,
      .cframe_current_frame = 0,
@@ -78,6 +87,8 @@ constexpr Layout kLayouts[] = {
      .fr_owner = 70,
      .fr_owner_last = kOwnedByEntry,
      .fr_code_tag_bits = 0,
+     .fr_tlbc_index = kAbsent,
+     .co_tlbc = kAbsent,
      .co_firstlineno = 68,
      .co_filename = 112,
      .co_name = 120,
@@ -92,10 +103,12 @@ constexpr Layout kLayouts[] = {
      .str_ascii_data = 40,
      .str_compact_data = 56,
      .str_has_ready_bit = false,
+     .str_kind_shift = 2,
      .bytes_size = 16,
      .bytes_data = 32},
     // 3.13: no cframe; f_executable may hold None for entry frames.
     {.minor = 13,
+     .free_threaded = false,
      .ob_type = 8,
      .ts_frame = 72,
      .cframe_current_frame = kAbsent,
@@ -105,6 +118,8 @@ constexpr Layout kLayouts[] = {
      .fr_owner = 70,
      .fr_owner_last = kOwnedByEntry,
      .fr_code_tag_bits = 0,
+     .fr_tlbc_index = kAbsent,
+     .co_tlbc = kAbsent,
      .co_firstlineno = 68,
      .co_filename = 112,
      .co_name = 120,
@@ -119,6 +134,7 @@ constexpr Layout kLayouts[] = {
      .str_ascii_data = 40,
      .str_compact_data = 56,
      .str_has_ready_bit = false,
+     .str_kind_shift = 2,
      .bytes_size = 16,
      .bytes_data = 32},
 };
@@ -264,7 +280,9 @@ struct DebugView {
   uint64_t version, free_threaded;
   uint64_t ts_size, current_frame;
   uint64_t frame_size, previous, executable, instr_ptr, owner;
+  uint64_t tlbc_index;  // 0 before 3.14 and in GIL builds
   uint64_t code_size, filename, name, qualname, linetable, firstlineno, co_code_adaptive;
+  uint64_t co_tlbc;  // 0 before 3.14 and in GIL builds
   uint64_t object_size, ob_type;
   uint64_t var_ob_size;  // where every PyVarObject keeps ob_size (the tuple's)
   uint64_t bytes_size, bytes_ob_size, bytes_sval;
@@ -286,6 +304,8 @@ DebugView view_of(uintptr_t py_runtime) {
   v.executable = d.interpreter_frame.executable;
   v.instr_ptr = d.interpreter_frame.instr_ptr;
   v.owner = d.interpreter_frame.owner;
+  if constexpr (requires { d.interpreter_frame.tlbc_index; })
+    v.tlbc_index = d.interpreter_frame.tlbc_index;
   v.code_size = d.code_object.size;
   v.filename = d.code_object.filename;
   v.name = d.code_object.name;
@@ -293,6 +313,7 @@ DebugView view_of(uintptr_t py_runtime) {
   v.linetable = d.code_object.linetable;
   v.firstlineno = d.code_object.firstlineno;
   v.co_code_adaptive = d.code_object.co_code_adaptive;
+  if constexpr (requires { d.code_object.co_tlbc; }) v.co_tlbc = d.code_object.co_tlbc;
   v.object_size = d.pyobject.size;
   v.ob_type = d.pyobject.ob_type;
   v.var_ob_size = d.objects.tuple_object.second;  // ob_item, ob_size
@@ -308,12 +329,12 @@ DebugView view_of(uintptr_t py_runtime) {
   return v;
 }
 
-// What _Py_DebugOffsets does not carry, per minor (3.14+, GIL builds), from
-// that version's headers. The string state bits (interned 0-1, kind 2-4,
-// compact 5, ascii 6; cpython/unicodeobject.h) are code_reader.cpp's and have
-// not moved since 3.12 in GIL builds.
+// What _Py_DebugOffsets does not carry, per minor and build (3.14+, and the
+// free-threaded builds from 3.13t), from that version's headers compiled with
+// and without Py_GIL_DISABLED (3.13.0, 3.14.7, 3.15.2).
 struct MinorFacts {
   int minor;
+  bool free_threaded;
   DebugView (*view)(uintptr_t py_runtime);
   // _co_firsttraceable (cpython/code.h) is not published. It sits just before
   // co_code_adaptive, so it holds only where co_code_adaptive is where it was
@@ -324,38 +345,81 @@ struct MinorFacts {
   uint8_t tag_bits;       // Py_TAG_BITS (internal/pycore_stackref.h)
   uint32_t ascii_size;    // anchor of compact_size below
   uint32_t compact_size;  // sizeof(PyCompactUnicodeObject); 0 = published (3.15+)
+  // The state bits (cpython/unicodeobject.h): interned, then kind (3 bits),
+  // compact, ascii. `interned` is 2 bits, but a whole byte in free-threaded
+  // 3.14+ (raw state of a compact ASCII string 0x1900, not 0x64).
+  uint8_t str_kind_shift;
+  // Free-threaded 3.14+ runs per-thread bytecode copies: co_tlbc and
+  // tlbc_index must be published (nonzero).
+  bool tlbc;
 };
 
+// Free-threaded builds: a 32-byte object header (every object offset 16
+// further on) and, from 3.14, co_tlbc just before co_code_adaptive. Their
+// Py_TAG_BITS is 1 on 3.14t (deferred references), 3 on 3.15t.
 constexpr MinorFacts kFacts[] = {
+    {.minor = 13,
+     .free_threaded = true,
+     .view = view_of<DebugOffsets313>,
+     .co_code_adaptive = 216,
+     .co_firsttraceable = 200,
+     .owner_last = 3,
+     .tag_bits = 0,
+     .ascii_size = 56,
+     .compact_size = 72,
+     .str_kind_shift = 2,
+     .tlbc = false},
     {.minor = 14,
+     .free_threaded = false,
      .view = view_of<DebugOffsets314>,
      .co_code_adaptive = 208,
      .co_firsttraceable = 192,
      .owner_last = 4,
      .tag_bits = 3,
      .ascii_size = 40,
-     .compact_size = 56},
+     .compact_size = 56,
+     .str_kind_shift = 2,
+     .tlbc = false},
+    {.minor = 14,
+     .free_threaded = true,
+     .view = view_of<DebugOffsets314>,
+     .co_code_adaptive = 232,
+     .co_firsttraceable = 208,
+     .owner_last = 4,
+     .tag_bits = 1,
+     .ascii_size = 56,
+     .compact_size = 72,
+     .str_kind_shift = 8,
+     .tlbc = true},
     {.minor = 15,
+     .free_threaded = false,
      .view = view_of<DebugOffsets315>,
      .co_code_adaptive = 208,
      .co_firsttraceable = 192,
      .owner_last = 3,
      .tag_bits = 3,
      .ascii_size = 40,
-     .compact_size = 0},
+     .compact_size = 0,
+     .str_kind_shift = 2,
+     .tlbc = false},
+    {.minor = 15,
+     .free_threaded = true,
+     .view = view_of<DebugOffsets315>,
+     .co_code_adaptive = 232,
+     .co_firsttraceable = 208,
+     .owner_last = 3,
+     .tag_bits = 3,
+     .ascii_size = 56,
+     .compact_size = 0,
+     .str_kind_shift = 8,
+     .tlbc = true},
 };
 
-bool check_header(const DebugView &d, uint32_t version_hex, std::string &why) {
+bool check_version(const DebugView &d, uint32_t version_hex, std::string &why) {
   // The whole hex: Py_Version and the runtime's own copy come from one build.
-  if (d.version != version_hex) {
-    why = "_Py_DebugOffsets version differs from Py_Version";
-    return false;
-  }
-  if (d.free_threaded) {
-    why = "free-threaded build";
-    return false;
-  }
-  return true;
+  if (d.version == version_hex) return true;
+  why = "_Py_DebugOffsets version differs from Py_Version";
+  return false;
 }
 
 struct Named {
@@ -413,9 +477,22 @@ bool layout_from_view(const DebugView &d, const MinorFacts &f, int minor, Layout
   if (!inside({d.bytes_sval, "bytes_object.ob_sval"}, 1, d.bytes_size, why) ||
       !same({d.var_ob_size, "tuple_object.ob_size"}, d.bytes_ob_size, why))
     return false;
+  // Offset 0 of a frame is f_executable and of a code object its header: a
+  // zero here means the build has no thread-local bytecode.
+  if (f.tlbc) {
+    if (!d.co_tlbc || !d.tlbc_index) {
+      why = !d.co_tlbc ? "offset missing: code_object.co_tlbc"
+                       : "offset missing: interpreter_frame.tlbc_index";
+      return false;
+    }
+    if (!inside({d.tlbc_index, "interpreter_frame.tlbc_index"}, 4, d.frame_size, why) ||
+        !inside({d.co_tlbc, "code_object.co_tlbc"}, 8, d.code_size, why))
+      return false;
+  }
 
   l = Layout{};
   l.minor = minor;
+  l.free_threaded = f.free_threaded;
   l.ob_type = static_cast<uint32_t>(d.ob_type);
   l.ts_frame = static_cast<uint32_t>(d.current_frame);
   l.cframe_current_frame = kAbsent;
@@ -425,6 +502,8 @@ bool layout_from_view(const DebugView &d, const MinorFacts &f, int minor, Layout
   l.fr_owner = static_cast<int32_t>(d.owner);
   l.fr_owner_last = f.owner_last;
   l.fr_code_tag_bits = f.tag_bits;
+  l.fr_tlbc_index = f.tlbc ? static_cast<int32_t>(d.tlbc_index) : kAbsent;
+  l.co_tlbc = f.tlbc ? static_cast<int32_t>(d.co_tlbc) : kAbsent;
   l.co_firstlineno = static_cast<uint32_t>(d.firstlineno);
   l.co_filename = static_cast<uint32_t>(d.filename);
   l.co_name = static_cast<uint32_t>(d.name);
@@ -439,6 +518,7 @@ bool layout_from_view(const DebugView &d, const MinorFacts &f, int minor, Layout
   l.str_ascii_data = static_cast<uint32_t>(d.str_ascii_size);
   l.str_compact_data = static_cast<uint32_t>(f.compact_size ? f.compact_size : d.str_compact_size);
   l.str_has_ready_bit = false;
+  l.str_kind_shift = f.str_kind_shift;
   l.bytes_size = static_cast<uint32_t>(d.bytes_ob_size);
   l.bytes_data = static_cast<uint32_t>(d.bytes_sval);
   return true;
@@ -491,18 +571,28 @@ const Layout *resolve_layout(uint32_t version_hex, uintptr_t py_runtime, std::st
     why = "_Py_DebugOffsets not found";
     return nullptr;
   }
-  if (row) {
+  // Every minor's mirror starts with the same head: the build's kind is
+  // read before choosing one.
+  dbg::Head head;
+  std::memcpy(&head, reinterpret_cast<const void *>(py_runtime), sizeof head);
+  const bool free_threaded = head.free_threaded != 0;
+  if (row && !free_threaded) {
     DebugView d = view_of<DebugOffsets313>(py_runtime);
-    return check_header(d, version_hex, why) && table_matches(d, *row, why) ? row : nullptr;
+    return check_version(d, version_hex, why) && table_matches(d, *row, why) ? row : nullptr;
   }
   // A newer minor than the newest known one is read with the newest facts
-  // and mirror; the checks in layout_from_view refuse it if they disagree.
-  const MinorFacts *facts = &kFacts[std::size(kFacts) - 1];
-  for (const MinorFacts &f : kFacts)
-    if (f.minor == minor) facts = &f;
+  // and mirror of its kind; the checks in layout_from_view refuse it if they
+  // disagree.
+  const MinorFacts *facts = nullptr;
+  for (const MinorFacts &f : kFacts)  // ordered by minor
+    if (f.free_threaded == free_threaded && f.minor <= minor) facts = &f;
+  if (!facts) {
+    why = "version not supported";
+    return nullptr;
+  }
   DebugView d = facts->view(py_runtime);
   Layout l;
-  if (!check_header(d, version_hex, why) || !layout_from_view(d, *facts, minor, l, why))
+  if (!check_version(d, version_hex, why) || !layout_from_view(d, *facts, minor, l, why))
     return nullptr;
   // Never freed: the capture path on every thread reads it for the life of
   // the process. One per successful probe.

@@ -13,8 +13,26 @@ namespace torchseal::py {
 
 constexpr int kMaxPyFrames = 128;
 
+// Free-threaded 3.14+: where the bytecode copy a frame runs starts, by code
+// object and copy index (thread-local bytecode). Finding one takes two
+// guarded reads (about 2 us), so each thread keeps the ones its frames ran.
+// A copy lives as long as its code object while some thread holds its index
+// (Objects/codeobject.c, _Py_ClearUnusedTLBC), and a slot is only trusted
+// while the instruction pointer falls inside it.
+struct TlbcCache {
+  static constexpr int kSlots = 256;
+  struct Slot {
+    uintptr_t code;  // 0 = empty
+    uint64_t fingerprint;
+    int64_t index;
+    uintptr_t start;
+  };
+  Slot slots[kSlots];
+};
+
 // Returns the number of frames written (at most cap, innermost kept).
-int walk_frames(const Interp &in, uintptr_t tstate, PositionKey *out, int cap);
+// `tlbc` (may be null) is the calling thread's own cache.
+int walk_frames(const Interp &in, uintptr_t tstate, PositionKey *out, int cap, TlbcCache *tlbc);
 
 // The same walk over ANOTHER thread's frames, which that thread may push,
 // pop or free meanwhile: every read is guarded (read_guarded), so a freed

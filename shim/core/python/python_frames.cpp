@@ -61,6 +61,7 @@ struct ThreadCache {
   };
   StackSlot stacks[kStacks];
   PositionSlot positions[kPositions];
+  TlbcCache tlbc;  // free-threaded 3.14+ only
 };
 
 struct ThreadCacheHolder {
@@ -254,7 +255,8 @@ PyStackId capture() {
   if (!tstate) return 0;
 
   PositionKey frames[kMaxPyFrames];
-  int n = walk_frames(in, tstate, frames, kMaxPyFrames);
+  ThreadCache *tc = in.layout->fr_tlbc_index != kAbsent ? thread_cache() : nullptr;
+  int n = walk_frames(in, tstate, frames, kMaxPyFrames, tc ? &tc->tlbc : nullptr);
   if (n == 0) return capture_borrowed(in, tstate);
   // Finalization may have started during the walk: past this point thread
   // states and code objects of other threads can be freed under us.
