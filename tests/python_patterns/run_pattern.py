@@ -350,7 +350,7 @@ def cmd_demo(name, interp, demo, build, example):
                                         "python_frames"))
         import find_pythons
         why = next((w for n, _, w in find_pythons.found() if n == name), "not listed")
-        print(f"SKIP: Python demo on {name}: interpreter absent ({why})")
+        print(f"SKIP: Python demo on {name}: the interpreter is absent: {why}")
         return SKIP
     expects, _, _, sites, _ = parse_script(example, "async")
     tmp = tempfile.mkdtemp(prefix="tseal-demo-")

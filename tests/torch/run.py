@@ -73,7 +73,7 @@ def interpreter_env():
         if name == TORCH_PYTHON:
             path, why = p, w
     if not path:
-        print(f"SKIP: torch on {TORCH_PYTHON}: the interpreter is absent ({why})")
+        print(f"SKIP: torch on {TORCH_PYTHON}: the interpreter is absent: {why}")
         sys.exit(SKIP)
     base = os.environ.get("TORCHSEAL_TORCH_ENV") or os.path.join(SRC, ".cache", "torch-env")
     return dict(os.environ, TORCHSEAL_PYTHON3=path,
@@ -143,8 +143,9 @@ def importable(py):
     if os.path.exists(stamp) and all(os.path.getmtime(stamp) > os.path.getmtime(l) for l in libs
                                      if os.path.exists(l)):
         return
-    p = run(py, ["-c", "import torch; assert torch.cuda.is_available(), 'is_available() is False';"
-                 "torch.zeros(1, device='cuda'); print('torch', torch.__version__)"], timeout=120)
+    p = run(py, ["-c", "import sys, torch; assert torch.cuda.is_available(), 'is_available() is False';"
+                 "torch.zeros(1, device='cuda');"
+                 "print('torch', torch.__version__, 'on Python', sys.version.split()[0])"], timeout=120)
     if p.returncode != 0:
         loud_skip("torch does not import (or sees no device) on simcuda:\n" + p.stdout[-3000:])
     os.makedirs(os.path.dirname(stamp), exist_ok=True)
