@@ -4,6 +4,9 @@
     run_pattern.py script INTERP SCRIPT MODE [ARGS...]   examples/python/SCRIPT
     run_pattern.py helper INTERP HELPER_CHECK            the torchseal helper module
     run_pattern.py nvtx BINARY SOURCE                    examples/nvtx_steps.cpp
+    run_pattern.py demo NAME INTERP DEMO BUILD EXAMPLE   `scripts/demo --python
+                                                         INTERP`: its report shows
+                                                         EXAMPLE's growth site and hint
 
 MODE is `async` (`torchseal run --tensors`: one cudaMallocAsync per tensor)
 or `caching` (the default segments mode: 2 MiB cudaMalloc segments). The
@@ -338,6 +341,35 @@ def cmd_nvtx(binary, source):
     return finish(check, prefix, text)
 
 
+def cmd_demo(name, interp, demo, build, example):
+    """The Python demo as a user runs it, on one interpreter: the report it
+    prints names the line marked `# SITE:` for its mode (async: the demo
+    runs `torchseal run --tensors`) and the hint the example expects."""
+    if not interp:
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                        "python_frames"))
+        import find_pythons
+        why = next((w for n, _, w in find_pythons.found() if n == name), "not listed")
+        print(f"SKIP: Python demo on {name}: the interpreter is absent: {why}")
+        return SKIP
+    expects, _, _, sites, _ = parse_script(example, "async")
+    tmp = tempfile.mkdtemp(prefix="tseal-demo-")
+    env = base_env()
+    env["TORCHSEAL_BUILD_DIR"] = build
+    r = run(["bash", demo, "--python", interp, "--no-build", "--out", tmp], env, tmp)
+    check = Checker(" ".join(sys.argv[1:]))
+    check.true(f"scripts/demo exit status {r.returncode}", r.returncode == 0)
+    for site in expects.get("growth-site", []):
+        where = f"{os.path.basename(example)}:{sites.get(site)}"
+        check.true(f"the demo's report does not show the leaking line {where} (`# SITE: {site}`)",
+                   site in sites and any(where in ln for ln in r.stdout.splitlines()))
+    hints = [ln.strip() for ln in r.stdout.splitlines() if ln.strip().startswith("hint:")]
+    for wanted in expects.get("hint", []):
+        check.true(f"no hint line of the demo's report mentions {wanted!r}",
+                   any(wanted in h for h in hints))
+    return check.finish()
+
+
 def main(argv):
     try:
         if len(argv) >= 4 and argv[0] == "script":
@@ -346,6 +378,8 @@ def main(argv):
             return cmd_helper(argv[1], argv[2])
         if len(argv) == 3 and argv[0] == "nvtx":
             return cmd_nvtx(argv[1], argv[2])
+        if len(argv) == 6 and argv[0] == "demo":
+            return cmd_demo(*argv[1:])
     except Failed as e:
         print("FAIL: %s" % e)
         return 1

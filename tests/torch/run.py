@@ -4,8 +4,10 @@
     run.py SCENARIO
 
 Paths come from the environment (tests/torch/meson.build): TSEAL_TORCH_SHIM,
-TSEAL_TORCH_CLI, TSEAL_TORCH_BUILD, TSEAL_TORCH_SOURCE. Exit 0 pass, 1 fail,
-77 skip (always with a loud reason on stderr).
+TSEAL_TORCH_CLI, TSEAL_TORCH_BUILD, TSEAL_TORCH_SOURCE; TSEAL_TORCH_PYTHON
+(e.g. py3.14) runs torch on that interpreter instead of python3. Exit 0
+pass, 1 fail, 77 skip (always with a reason: a loud banner on stderr, or
+one line when the interpreter is absent).
 
 Scenarios: env, smoke, truth-tensors, truth-segments, memory-viz, dataloader,
 backward-growth, backward-oom, oom-recovered, window-growth, replay-segments,
@@ -52,13 +54,41 @@ def done():
 
 
 # ------------------------------------------------------------ environment
+# Empty: torch on the machine's python3, in TORCHSEAL_TORCH_ENV (default
+# .cache/torch-env). A name of tests/python_frames/find_pythons.py, e.g.
+# py3.14 (scripts/python-interpreters): torch on that interpreter, in an
+# environment of its own beside the default one, TORCHSEAL_TORCH_ENV-314.
+TORCH_PYTHON = os.environ.get("TSEAL_TORCH_PYTHON", "")
+
+
+def interpreter_env():
+    """The environment of scripts/torch-env for TORCH_PYTHON (None: the
+    caller's); skips in one line when the interpreter is absent."""
+    if not TORCH_PYTHON:
+        return None
+    sys.path.insert(0, os.path.join(SRC, "tests", "python_frames"))
+    import find_pythons
+    path, why = "", "find_pythons.py does not know it"
+    for name, p, w in find_pythons.found():
+        if name == TORCH_PYTHON:
+            path, why = p, w
+    if not path:
+        print(f"SKIP: torch on {TORCH_PYTHON}: the interpreter is absent: {why}")
+        sys.exit(SKIP)
+    base = os.environ.get("TORCHSEAL_TORCH_ENV") or os.path.join(SRC, ".cache", "torch-env")
+    return dict(os.environ, TORCHSEAL_PYTHON3=path,
+                TORCHSEAL_TORCH_ENV=base + "-" + TORCH_PYTHON[2:].replace(".", ""))
+
+
 def torch_env():
     """Create (once, under a lock) or reuse the venv; return its python."""
+    env = interpreter_env()
     os.makedirs(os.path.join(SRC, ".cache"), exist_ok=True)
-    with open(os.path.join(SRC, ".cache", "torch-env.lock"), "w") as lock:
+    suffix = "-" + TORCH_PYTHON if TORCH_PYTHON else ""
+    with open(os.path.join(SRC, ".cache", f"torch-env{suffix}.lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         t0 = time.time()
-        p = harness.run(["bash", TORCH_ENV], None, timeout=None)
+        p = harness.run(["bash", TORCH_ENV], env, timeout=None)
         if p.returncode != 0:
             loud_skip("scripts/torch-env failed (exit %d): %s" %
                       (p.returncode, (p.stderr or p.stdout).strip()[-2000:]))
@@ -107,13 +137,15 @@ def run(py, args, timeout=300, **kw):
 
 def importable(py):
     """torch imports on simcuda and sees the device; cached per build."""
-    stamp = os.path.join(BUILD, "tests", "torch", "import-ok")
+    name = "import-ok" + ("-" + TORCH_PYTHON if TORCH_PYTHON else "")
+    stamp = os.path.join(BUILD, "tests", "torch", name)
     libs = [os.path.join(BUILD, "tests", "simcuda", n) for n in ("libcudart.so.13", "libcuda.so.1")]
     if os.path.exists(stamp) and all(os.path.getmtime(stamp) > os.path.getmtime(l) for l in libs
                                      if os.path.exists(l)):
         return
-    p = run(py, ["-c", "import torch; assert torch.cuda.is_available(), 'is_available() is False';"
-                 "torch.zeros(1, device='cuda'); print('torch', torch.__version__)"], timeout=120)
+    p = run(py, ["-c", "import sys, torch; assert torch.cuda.is_available(), 'is_available() is False';"
+                 "torch.zeros(1, device='cuda');"
+                 "print('torch', torch.__version__, 'on Python', sys.version.split()[0])"], timeout=120)
     if p.returncode != 0:
         loud_skip("torch does not import (or sees no device) on simcuda:\n" + p.stdout[-3000:])
     os.makedirs(os.path.dirname(stamp), exist_ok=True)
