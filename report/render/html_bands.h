@@ -48,7 +48,7 @@ struct BandHistory {
 struct BandLimits {
   size_t bands = 1500;    // allocations drawn one by one
   size_t buckets = 1000;  // time buckets of the aggregate and the site series
-  size_t sites = 150;     // sites with their own live-bytes series
+  size_t sites = 100;     // sites with their own live-bytes series
   size_t steps = 4000;    // step boundaries kept for the axis (thinned evenly)
 };
 

@@ -318,6 +318,10 @@ std::string render_html_report(const HtmlReportInput &in) {
         h += "<h2>Growth per site over steps (dots: live bytes at each step; line: the fitted "
              "slope)</h2>\n<div id=\"ts-growth-chart\"></div>\n";
       }
+      // Here, not at the end: the script then draws before the browser has
+      // parsed the long static parts below.
+      h += "<script type=\"application/json\" id=\"ts-data\">" + in.data_json +
+           "</script>\n<script>" + kHtmlScript + "</script>\n";
     }
     h += "<details" + std::string(script ? "" : " open") +
          "><summary>Live bytes per device and kind</summary>\n" + timeline_html(*in.timeline) +
@@ -329,10 +333,6 @@ std::string render_html_report(const HtmlReportInput &in) {
        flame_html(r.leaks, !r.process.python.empty());
   if (!r.invalid_frees.empty()) h += invalid_frees_table(r);
   h += "<h2>Run</h2>\n" + header(in);
-  if (script) {
-    h += "<script type=\"application/json\" id=\"ts-data\">" + in.data_json +
-         "</script>\n<script>" + kHtmlScript + "</script>\n";
-  }
   h += "</body></html>\n";
   return h;
 }

@@ -303,6 +303,7 @@ canvas.addEventListener('mousedown', function (ev) {
   var p = localXY(ev);
   if (ev.shiftKey) pan = [p[0], view[0], view[1]];
   else brush = [p[0], p[0]];
+  if (!pinned) { tip.style.display = 'none'; hoverBand = null; }
 });
 window.addEventListener('mouseup', function (ev) {
   if (pan) { pan = null; return; }

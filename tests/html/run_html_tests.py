@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Tests of `torchseal report FILE --html OUT`, checked in real headless Chromium.
 
-    run_html_tests.py NAME      NAME: interactive | planted | json_input | escaping | large_1m |
-                                      python_frames
+    run_html_tests.py NAME      NAME: interactive | torch | planted | json_input | escaping |
+                                      large_1m | python_frames
 
 Environment (set by tests/html/meson.build):
   TSEAL_HTML_CLI          the torchseal binary
@@ -348,12 +348,13 @@ def shot(b, name):
 
 
 def tallest_at_peak(data):
-    t = data["peak"][0]
-    live = [(b[2], i) for i, b in enumerate(data["bands"])
+    t, span = data["peak"][0], data["span"]
+    # The largest live band; of equal ones the longest-lived (the widest drawn).
+    live = [(b[2], (span if b[1] < 0 else b[1]) - b[0], i) for i, b in enumerate(data["bands"])
             if b[0] <= t and (b[1] < 0 or b[1] > t)]
     if not live:
         raise Failed("no band is live at the peak")
-    return max(live)[1], t
+    return max(live)[2], t
 
 
 def hover_check(b, data, i, t):
@@ -416,7 +417,56 @@ def test_interactive(tmp):
     return 0
 
 
-TESTS = {"interactive": test_interactive, "planted": test_planted, "json_input": test_json_input, "escaping": test_escaping,
+def test_torch(tmp):
+    """Issue 19's acceptance: on append_predictions (real torch on simcuda,
+    tensors mode) the growing site's line, hint and holder are above the
+    fold, and hovering the tallest band at the peak shows the stack that
+    allocated it, the user's Python line first."""
+    venv = os.environ.get("TORCHSEAL_TORCH_ENV", "")
+    py = os.path.join(venv, "bin", "python")
+    shim, src, build = env("TSEAL_HTML_SHIM"), env("TSEAL_HTML_SOURCE"), env("TSEAL_HTML_BUILD")
+    if not (venv and os.path.exists(py) and shim and os.path.exists(shim)):
+        print("SKIP: no torch venv (TORCHSEAL_TORCH_ENV) or shim")
+        return SKIP
+    examples = os.path.join(src, "examples", "python", "torch")
+    e = clean_env(drop_prefixes=("TORCHSEAL_", "SIMCUDA_", "PYTORCH_"))
+    e.update({"LD_PRELOAD": preload(shim), "TORCHSEAL_OUTPUT": os.path.join(tmp, "t"),
+              "TORCHSEAL_TORCH": "tensors", "PYTHONPATH": examples})
+    r = run(["bash", os.path.join(src, "scripts", "simgpu"), "--build", build, py,
+             os.path.join(examples, "append_predictions.py")], e, timeout=600)
+    if not os.path.exists(os.path.join(tmp, "t.tseal")):
+        raise Failed("no history from append_predictions (rc %d): %s" % (
+            r.returncode, (r.stdout + r.stderr)[-2000:]))
+    out = os.path.join(tmp, "t.html")
+    page = html_report(os.path.join(tmp, "t.tseal"), out)
+    data = page_data(page)
+    b = open_page(out)
+    try:
+        fold = b.eval("window.innerHeight")
+        row = b.eval("(function(){var r=document.querySelector('table.growth tr:nth-child(2)');"
+                     "var b=r.getBoundingClientRect();return [b.bottom, r.innerText];})()")
+        if row[0] > fold:
+            raise Failed("the growing site's row ends at %.0f px, below the fold (%d)" % (
+                row[0], fold))
+        for what in ("append_predictions.py", "hint: `predictions.append(y)`",
+                     "held by train() local 'predictions'"):
+            if what not in row[1]:
+                raise Failed("above the fold, the growing site lacks %r: %r" % (what, row[1]))
+        shot(b, "html-torch-top.png")
+        i, t = tallest_at_peak(data)
+        tip = hover_check(b, data, i, t)
+        first = tip.split("\n")
+        stack = [l for l in first if l.endswith("[py]")]
+        if not stack or "examples/python/torch/" not in stack[0]:
+            raise Failed("the tallest band's stack does not start at the user's code: %r" % tip)
+        shot(b, "html-torch-hover.png")
+        no_console(b)
+    finally:
+        b.close()
+    return 0
+
+
+TESTS = {"interactive": test_interactive, "torch": test_torch, "planted": test_planted, "json_input": test_json_input, "escaping": test_escaping,
          "large_1m": test_large_1m, "python_frames": test_python_frames}
 
 
