@@ -29,7 +29,8 @@ struct Fixture {
     h.t0 = 1000;
     h.t_end = 2000;
     h.symbols[0x10] = {NativeFrame{"big_site", "/src/a.cpp", 3, "/app", 0x10}};
-    h.symbols[0x20] = {NativeFrame{"small_site", "/src/b.cpp", 4, "/app", 0x20}};
+    // A name that would end the page's <script> element if not escaped.
+    h.symbols[0x20] = {NativeFrame{"small_site</script><b>&", "/src/b.cpp", 4, "/app", 0x20}};
     h.stacks[1] = {0x10};
     h.stacks[2] = {0x20};
     h.allocs = {alloc(1100, 1500, 4096, 1), alloc(1200, 0, 8192, 1), alloc(1300, 1400, 100, 2),
@@ -43,7 +44,7 @@ struct Fixture {
     lim.bands = bands;
     lim.buckets = 10;
     std::string s = bands_json(h, report, lim);
-    CHECK(s.find('<') == std::string::npos);
+    CHECK(s.find_first_of("<>&") == std::string::npos);
     return json::parse(s);
   }
 };
@@ -68,6 +69,11 @@ TEST_CASE("the largest allocations are bands, the rest one aggregate", "[html]")
   const json &st = d["stacks"][d["bands"][0][3].get<size_t>()];
   CHECK(st["l"][0].get<std::string>().find("big_site") == 0);
   CHECK(st["u"] == 0);
+  bool escaped_name_kept = false;
+  for (auto &e : d["stacks"]) {
+    escaped_name_kept |= e["l"][0].get<std::string>().find("small_site</script><b>&") == 0;
+  }
+  CHECK(escaped_name_kept);
 }
 
 TEST_CASE("the peak and the OOM moment are exact, per site", "[html]") {
