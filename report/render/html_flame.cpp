@@ -35,8 +35,6 @@ std::string basename(const std::string &p) {
   return s == std::string::npos ? p : p.substr(s + 1);
 }
 
-using Path = std::vector<std::pair<std::string, std::string>>;  // (label, where), outermost first
-
 std::pair<std::string, std::string> native_step(const NativeFrame &f) {
   std::string where = f.file.empty() ? basename(f.module) : f.file + ":" + std::to_string(f.line);
   std::string label = f.function;
@@ -53,12 +51,10 @@ std::pair<std::string, std::string> python_step(const PythonFrame &f) {
 
 // Today's layout for native programs: Python frames (none there), then the
 // native stack, outermost first.
-Path plain_path(const LeakEntry &l) {
-  Path path;
-  for (auto it = l.python_frames.rbegin(); it != l.python_frames.rend(); ++it) {
-    path.push_back(python_step(*it));
-  }
-  for (auto it = l.frames.rbegin(); it != l.frames.rend(); ++it) path.push_back(native_step(*it));
+FlamePath plain_path(const std::vector<NativeFrame> &nf, const std::vector<PythonFrame> &py) {
+  FlamePath path;
+  for (auto it = py.rbegin(); it != py.rend(); ++it) path.push_back(python_step(*it));
+  for (auto it = nf.rbegin(); it != nf.rend(); ++it) path.push_back(native_step(*it));
   return path;
 }
 
@@ -67,9 +63,8 @@ Path plain_path(const LeakEntry &l) {
 // to the user's innermost one, the framework frames (and torch's Python
 // frames) below it, and the allocation API as the leaf. Runs of interpreter
 // and framework frames are folded (shown_frames.h), as in the text report.
-Path python_path(const LeakEntry &l) {
-  const std::vector<NativeFrame> &nf = l.frames;
-  const std::vector<PythonFrame> &py = l.python_frames;
+FlamePath python_path(const std::vector<NativeFrame> &nf, const std::vector<PythonFrame> &py,
+                      const std::string &api) {
   struct Step {
     std::pair<std::string, std::string> node;
     bool folded;
@@ -95,8 +90,8 @@ Path python_path(const LeakEntry &l) {
   for (long i = python_at - 1; i >= 0; --i) {
     steps.push_back({native_step(nf[size_t(i)]), is_folded_native(nf[size_t(i)])});
   }
-  steps.push_back({{l.api.empty() ? "??" : l.api, ""}, false});
-  Path path;
+  steps.push_back({{api.empty() ? "??" : api, ""}, false});
+  FlamePath path;
   for (size_t i = 0; i < steps.size();) {
     size_t j = i;
     while (j < steps.size() && steps[j].folded) ++j;
@@ -150,13 +145,20 @@ int depth_of(const Node &n) {
 
 }  // namespace
 
+FlamePath flame_path(const std::vector<NativeFrame> &frames, const std::vector<PythonFrame> &py,
+                     const std::string &api, bool python_process) {
+  FlamePath path = python_process || !py.empty() ? python_path(frames, py, api)
+                                                 : plain_path(frames, py);
+  if (path.empty()) path.emplace_back("<no stack recorded>", "");
+  return path;
+}
+
 std::string flame_html(const std::vector<LeakEntry> &leaks, bool python_process) {
   if (leaks.empty()) return "<p class=\"note\">No leaks: nothing to draw.</p>\n";
   Node root;
   root.label = "all leaks";
   for (const LeakEntry &l : leaks) {
-    Path path = python_process || !l.python_frames.empty() ? python_path(l) : plain_path(l);
-    if (path.empty()) path.emplace_back("<no stack recorded>", "");
+    const FlamePath path = flame_path(l.frames, l.python_frames, l.api, python_process);
     Node *n = &root;
     n->bytes += l.bytes;
     n->allocations += l.allocations;

@@ -7,11 +7,18 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "report/model/report_model.h"
 
 namespace torchseal {
+
+// (label, where) per node, outermost first: the one stack layout of both
+// flame graphs (this one and the page's live-memory one).
+using FlamePath = std::vector<std::pair<std::string, std::string>>;
+FlamePath flame_path(const std::vector<NativeFrame> &frames, const std::vector<PythonFrame> &py,
+                     const std::string &api, bool python_process);
 
 std::string flame_html(const std::vector<LeakEntry> &leaks, bool python_process);
 

@@ -8,6 +8,7 @@
 #include "report/analysis/site_match.h"
 #include "report/render/html_escape.h"
 #include "report/render/html_flame.h"
+#include "report/render/html_script.h"
 
 namespace torchseal {
 namespace {
@@ -29,6 +30,7 @@ svg .m-step{stroke:#bbb;stroke-dasharray:2 3}svg .m-oom{stroke:#d00;stroke-width
 svg .m-mark{stroke:#36c}svg .m-teardown{stroke:#f80;stroke-width:2}
 svg.flame text{font-size:11px;font-family:ui-monospace,monospace;pointer-events:none}
 svg.flame rect{stroke:#fff;stroke-width:.5}svg.flame g:hover rect{stroke:#000}
+.verdict{font-size:15px;margin:4px 0 8px}table.sites{width:auto}table.sites td{border:none;padding:1px 8px 1px 0}
 .legend .key{margin-right:14px;font-size:12px;white-space:nowrap}
 .legend i{display:inline-block;width:14px;height:4px;margin-right:4px;vertical-align:middle}
 .k-step{background:#bbb}.k-oom{background:#d00}.k-mark{background:#36c}.k-teardown{background:#f80}
@@ -131,11 +133,8 @@ std::string holders_html(const std::vector<Holder> &holders) {
 std::string header(const HtmlReportInput &in) {
   const Report &r = *in.report;
   const ProcessInfo &p = r.process;
-  std::string argv;
-  for (const std::string &a : p.argv) argv += (argv.empty() ? "" : " ") + a;
   const Summary &s = r.summary;
-  std::string h = "<h1>torchseal report: " + esc(argv.empty() ? "(unknown program)" : argv) +
-                  "</h1>\n<table class=\"summary\">\n";
+  std::string h = "<table class=\"summary\">\n";
   auto row = [&h](const char *k, const std::string &v) {
     h += std::string("<tr><td>") + k + "</td><td>" + v + "</td></tr>\n";
   };
@@ -218,68 +217,122 @@ std::string growth_table(const Report &r) {
          "(bytes/step &times; step), not measured samples.</p>\n";
 }
 
-std::string errors_tables(const Report &r) {
-  std::string h;
-  if (!r.ooms.empty()) {
-    h += "<h2>Out-of-memory failures</h2>\n<table><tr><th>api</th><th>device</th><th>requested"
-         "</th><th>live</th><th>where</th><th>stack</th></tr>\n";
+std::string oom_row(const Report &r, const OomEntry &o) {
+  std::string h = std::string("<tr") + (o.recovered ? " class=\"recovered\"" : "") +
+                  "><td><code>" + esc(o.api) + "</code>" +
+                  (o.recovered ? "<br><span class=\"note\">recovered: the retry succeeded; the "
+                                 "program saw no error</span>"
+                               : "") +
+                  "</td><td>" + device_str(o.device) + "</td><td class=\"num\">" +
+                  html_bytes(o.requested_bytes) + "</td><td class=\"num\">" +
+                  html_bytes(o.live_bytes) + "</td><td>" +
+                  user_frame_cell(o.frames, o.python_frames) + hint_html(o.hint) +
+                  holders_html(o.holders) + "</td><td>" +
+                  stack_details(o.frames, o.python_frames, is_python_site(r, o.python_frames)) +
+                  "</td></tr>\n";
+  if (o.recovered || o.top_sites.empty()) return h;
+  // What filled the device: the largest live sites at the failure.
+  h += "<tr class=\"top-sites\"><td></td><td colspan=\"5\"><b>largest live sites at the "
+       "failure</b><table class=\"sites\">";
+  for (size_t i = 0; i < o.top_sites.size() && i < 5; ++i) {
+    const SiteTotal &t = o.top_sites[i];
+    h += "<tr><td class=\"num\">" + html_bytes(t.bytes) + "</td><td class=\"num\">" +
+         u64(t.allocations) + " alloc.</td><td>" + user_frame_cell(t.frames, t.python_frames) +
+         "</td><td>" +
+         stack_details(t.frames, t.python_frames, is_python_site(r, t.python_frames)) +
+         "</td></tr>";
+  }
+  return h + "</table></td></tr>\n";
+}
+
+// Unrecovered OOMs first: they are what crashed the program.
+std::string ooms_table(const Report &r) {
+  std::string h = "<h2>Out-of-memory failures (" + u64(r.ooms.size()) +
+                  ")</h2>\n<table class=\"ooms\"><tr><th>api</th><th>device</th><th>requested"
+                  "</th><th>live</th><th>where</th><th>stack</th></tr>\n";
+  for (bool recovered : {false, true}) {
     for (const OomEntry &o : r.ooms) {
-      h += std::string("<tr") + (o.recovered ? " class=\"recovered\"" : "") + "><td><code>" +
-           esc(o.api) + "</code>" +
-           (o.recovered ? "<br><span class=\"note\">recovered: the retry succeeded; the "
-                          "program saw no error</span>"
-                        : "") +
-           "</td><td>" + device_str(o.device) +
-           "</td><td class=\"num\">" + html_bytes(o.requested_bytes) + "</td><td class=\"num\">" +
-           html_bytes(o.live_bytes) + "</td><td>" + user_frame_cell(o.frames, o.python_frames) +
-           hint_html(o.hint) + holders_html(o.holders) + "</td><td>" +
-           stack_details(o.frames, o.python_frames, is_python_site(r, o.python_frames)) +
-           "</td></tr>\n";
+      if (o.recovered == recovered) h += oom_row(r, o);
     }
-    h += "</table>\n";
   }
-  if (!r.invalid_frees.empty()) {
-    h += "<h2>Invalid frees</h2>\n<table><tr><th>api</th><th>address</th><th>where</th>"
-         "<th>stack</th></tr>\n";
-    for (const InvalidFreeEntry &f : r.invalid_frees) {
-      h += "<tr><td><code>" + esc(f.api) + "</code></td><td><code>" +
-           html_format("0x%" PRIx64, f.address) + "</code></td><td>" +
-           user_frame_cell(f.frames, f.python_frames) + "</td><td>" +
-           stack_details(f.frames, f.python_frames, is_python_site(r, f.python_frames)) +
-           "</td></tr>\n";
-    }
-    h += "</table>\n";
+  return h + "</table>\n";
+}
+
+std::string invalid_frees_table(const Report &r) {
+  std::string h = "<h2>Invalid frees</h2>\n<table><tr><th>api</th><th>address</th><th>where</th>"
+                  "<th>stack</th></tr>\n";
+  for (const InvalidFreeEntry &f : r.invalid_frees) {
+    h += "<tr><td><code>" + esc(f.api) + "</code></td><td><code>" +
+         html_format("0x%" PRIx64, f.address) + "</code></td><td>" +
+         user_frame_cell(f.frames, f.python_frames) + "</td><td>" +
+         stack_details(f.frames, f.python_frames, is_python_site(r, f.python_frames)) +
+         "</td></tr>\n";
   }
-  return h;
+  return h + "</table>\n";
+}
+
+// One line under the title: the whole verdict before any detail.
+std::string verdict_line(const Report &r) {
+  size_t unrecovered = 0;
+  for (const OomEntry &o : r.ooms) unrecovered += o.recovered ? 0 : 1;
+  const Summary &s = r.summary;
+  return "<p class=\"verdict\">" + u64(r.growth.size()) + " growing site(s), " +
+         u64(unrecovered) + " unrecovered OOM(s), <b>" + html_bytes(s.leaked_bytes) +
+         "</b> leaked in " + u64(s.leaked_allocations) + " allocation(s) at " +
+         u64(s.leak_sites) + " site(s), " + html_bytes(s.reachable_bytes) +
+         " reachable at exit; peak " + html_bytes(s.peak_bytes) + ".</p>\n";
 }
 
 }  // namespace
 
 std::string render_html_report(const HtmlReportInput &in) {
   const Report &r = *in.report;
+  const bool script = in.timeline && !in.data_json.empty();
   std::string h =
       "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
       "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
-      "style-src 'unsafe-inline'\">\n<title>torchseal report, pid " +
-      u64(static_cast<uint64_t>(r.process.pid)) + "</title>\n<style>" + kStyle +
-      "</style></head><body>\n";
-  h += header(in);
-  h += "<h2>Live bytes over time</h2>\n";
-  if (in.timeline) {
-    h += timeline_html(*in.timeline);
-  } else {
-    h += "<p class=\"note\" id=\"no-timeline\">" + esc(in.no_timeline) + "</p>\n";
-  }
+      "style-src 'unsafe-inline'" +
+      std::string(script ? "; script-src 'unsafe-inline'" : "") +
+      "\">\n<title>torchseal report, pid " + u64(static_cast<uint64_t>(r.process.pid)) +
+      "</title>\n<style>" + kStyle + kHtmlScriptStyle + "</style></head><body>\n";
+  std::string argv;
+  for (const std::string &a : r.process.argv) argv += (argv.empty() ? "" : " ") + a;
+  h += "<h1>torchseal report: " + esc(argv.empty() ? "(unknown program)" : argv) + "</h1>\n";
+  // The verdict first (issue 19): growth, then unrecovered OOMs, then leaks,
+  // then what Python still held; the timeline and the details after it.
+  h += verdict_line(r);
+  h += "<h2>Growing sites (" + u64(r.growth.size()) + ")</h2>\n" + growth_table(r);
+  if (!r.ooms.empty()) h += ooms_table(r);
   h += "<h2>Leaks (" + u64(r.leaks.size()) + ")</h2>\n" +
        leaks_table(r, r.leaks, "No leaks detected.");
   if (!r.reachable.empty()) {
     h += "<h2>Reachable at exit (" + u64(r.reachable.size()) +
          "): held by Python objects, not leaks</h2>\n" + leaks_table(r, r.reachable, "");
   }
+  h += "<h2>Memory over the run</h2>\n";
+  if (in.timeline) {
+    if (script) {
+      h += "<div id=\"ts-timeline\"></div>\n<h2>Live memory at a moment (by stack, root on "
+           "top)</h2>\n<div id=\"ts-live\"></div>\n";
+      if (!r.growth.empty()) {
+        h += "<h2>Growth per site over steps (dots: live bytes at each step; line: the fitted "
+             "slope)</h2>\n<div id=\"ts-growth-chart\"></div>\n";
+      }
+      // Here, not at the end: the script then draws before the browser has
+      // parsed the long static parts below.
+      h += "<script type=\"application/json\" id=\"ts-data\">" + in.data_json +
+           "</script>\n<script>" + kHtmlScript + "</script>\n";
+    }
+    h += "<details" + std::string(script ? "" : " open") +
+         "><summary>Live bytes per device and kind</summary>\n" + timeline_html(*in.timeline) +
+         "</details>\n";
+  } else {
+    h += "<p class=\"note\" id=\"no-timeline\">" + esc(in.no_timeline) + "</p>\n";
+  }
   h += "<h2>Leaked bytes by stack (flame graph, root on top)</h2>\n" +
        flame_html(r.leaks, !r.process.python.empty());
-  h += "<h2>Growing sites (" + u64(r.growth.size()) + ")</h2>\n" + growth_table(r);
-  h += errors_tables(r);
+  if (!r.invalid_frees.empty()) h += invalid_frees_table(r);
+  h += "<h2>Run</h2>\n" + header(in);
   h += "</body></html>\n";
   return h;
 }

@@ -16,8 +16,19 @@ class TimelineSink : public ReplayObserver {
  public:
   TimelineSink(Timeline &t, size_t max_points) : t_(t), max_(std::max<size_t>(max_points, 2)) {}
 
+  void on_process(const ProcessInfo &p, double) override { h_.python = !p.python.empty(); }
+  void on_modules(const std::vector<Module> &m) override { h_.modules = m; }
+  void on_stack(StackId id, std::vector<uint64_t> &&ips) override { h_.stacks[id] = std::move(ips); }
+  void on_pystack(PyStackId id, std::vector<PyFrame> &&f) override {
+    h_.pystacks[id] = std::move(f);
+  }
+  void on_symbol(uint64_t ip, std::vector<NativeFrame> &&f) override {
+    h_.symbols[ip] = std::move(f);
+  }
+
   void on_event(const Event &e) override {
     ++t_.events;
+    moment(e);
     if (!started_) {
       t_.t0 = e.time_ns;
       started_ = true;
@@ -42,20 +53,27 @@ class TimelineSink : public ReplayObserver {
   }
 
   uint64_t on_alloc(const Event &e) override {
+    BandAlloc b;
+    static_cast<LiveAlloc &>(b) = live_alloc_of(e);
+    b.t0 = e.time_ns;
+    h_.allocs.push_back(b);
     uint64_t &v = live_[{e.device, e.family}];
     v += e.size;
     record(e.device, e.family, v, e.time_ns);
-    return 0;
+    return h_.allocs.size() - 1;
   }
 
   void on_release(const Event &e, const ReplayRecord &r) override {
     const Event &a = r.alloc;
+    if (r.tag < h_.allocs.size()) h_.allocs[r.tag].t1 = std::max<uint64_t>(e.time_ns, 1);
     uint64_t &v = live_[{a.device, a.family}];
     v = v >= a.size ? v - a.size : 0;
     record(a.device, a.family, v, e.time_ns);
   }
 
   void finish() {
+    h_.t0 = t_.t0;
+    h_.t_end = t_.t_end;
     for (auto &[key, s] : series_) {
       TimelineSeries out = std::move(s);
       out.device = key.first;
@@ -137,7 +155,29 @@ class TimelineSink : public ReplayObserver {
     }
   }
 
+  // Exact times for the page's axis (the SVG's markers are bucketed).
+  void moment(const Event &e) {
+    switch (e.op) {
+      case Op::Step:
+        ((e.size & kWindowStepBit) ? h_.windows : h_.steps)
+            .emplace_back(e.time_ns, e.size & ~kWindowStepBit);
+        break;
+      case Op::OomFail:
+        h_.moments.push_back({e.time_ns, "OOM: " + html_bytes(e.size) + " requested", 'o'});
+        break;
+      case Op::Mark:
+        h_.moments.push_back({e.time_ns, "mark " + replay_->label(e.size), 'm'});
+        break;
+      case Op::Teardown:
+        h_.moments.push_back({e.time_ns, "context teardown", 't'});
+        break;
+      default:
+        break;
+    }
+  }
+
   Timeline &t_;
+  BandHistory &h_ = t_.history;
   size_t max_;
   bool started_ = false;
   std::map<SeriesKey, uint64_t> live_;

@@ -3,7 +3,8 @@
 // `max_points` time buckets per series (the bucket width doubles whenever
 // the trace outgrows them; each bucket keeps the max and the last value).
 // Steps, OOMs, marks and teardowns become markers, bucketed the same way.
-// Memory is bounded by the live allocations plus O(max_points) per series.
+// The SVG's memory is bounded by the live allocations plus O(max_points) per
+// series; `history` keeps every allocation's lifetime (40 bytes each).
 #pragma once
 
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "report/model/event.h"
+#include "report/render/html_bands.h"
 
 namespace torchseal {
 
@@ -41,6 +43,7 @@ struct Timeline {
   uint64_t events = 0;
   std::vector<TimelineSeries> series;   // by (device, kind)
   std::vector<TimelineMarker> markers;  // by op, then bucket
+  BandHistory history;                  // every allocation's lifetime, for the page's script
   uint64_t buckets() const { return t_end >= t0 ? (t_end - t0) / bucket_ns + 1 : 1; }
 };
 

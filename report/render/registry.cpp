@@ -42,6 +42,7 @@ std::string html(const RenderRequest &req) {
     std::vector<std::string> warnings;
     if (build_timeline(req.source, timeline, error, warnings)) {
       in.timeline = &timeline;
+      in.data_json = bands_json(timeline.history, *req.report);
     } else {
       in.no_timeline = "No timeline: " + error;
     }

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Tests of `torchseal report FILE --html OUT`, checked in real headless Chromium.
 
-    run_html_tests.py NAME      NAME: planted | json_input | escaping | large_1m | python_frames
+    run_html_tests.py NAME      NAME: interactive | torch | planted | json_input | escaping |
+                                      large_1m | python_frames
 
 Environment (set by tests/html/meson.build):
   TSEAL_HTML_CLI          the torchseal binary
@@ -12,7 +13,9 @@ Environment (set by tests/html/meson.build):
 
 Exit status: 0 pass, 1 fail, 77 skip (loudly: no Chromium, or a part not built).
 Chromium prints every page console message as a `CONSOLE` log line (all at
-INFO level, errors included); the page has no script, so any such line fails.
+INFO level, errors included); the page's script logs nothing, so any such
+line fails. The `interactive` test drives the page through the DevTools
+protocol (cdp.py): hover, brush, moment picking, screenshots.
 """
 import html
 import json
@@ -25,6 +28,9 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from harness import SKIP, Failed, clean_env, preload, run, with_simcuda  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cdp import Browser  # noqa: E402
 
 MAX_PAGE_BYTES = 5 * 1024 * 1024
 RENDER_SECONDS_IDLE = 5.0  # for the printed note only
@@ -108,12 +114,19 @@ def need_planted(tmp):
     return prefix
 
 
-def test_planted(tmp):
+def planted_page(tmp, name):
+    """(path, text) of the page of planted_leaks' history; (None, None): SKIP."""
     prefix = need_planted(tmp)
     if prefix is None:
+        return None, None
+    out = os.path.join(tmp, name)
+    return out, html_report(prefix + ".tseal", out)
+
+
+def test_planted(tmp):
+    out, page = planted_page(tmp, "p.html")
+    if out is None:
         return SKIP
-    out = os.path.join(tmp, "p.html")
-    page = html_report(prefix + ".tseal", out)
     if "<polyline" not in page or "class=\"flame\"" not in page:
         raise Failed("page lacks the timeline or the flame graph")
     shot = os.path.join(env("TSEAL_HTML_BUILDDIR") or tmp, "html-report.png")
@@ -303,7 +316,157 @@ def test_python_frames(tmp):
     return 0
 
 
-TESTS = {"planted": test_planted, "json_input": test_json_input, "escaping": test_escaping,
+def page_data(page):
+    m = re.search(r'<script type="application/json" id="ts-data">(.*?)</script>', page, re.S)
+    if not m:
+        raise Failed("the page has no timeline data")
+    return json.loads(m.group(1))
+
+
+def open_page(path):
+    """The page in a CDP-driven Chromium; fails on console output."""
+    b = Browser(chromium(), env("TSEAL_HTML_PROFILE"))
+    try:
+        b.navigate("file://" + os.path.abspath(path))
+        if not b.eval("window.tsReady === true"):
+            raise Failed("the page's script did not finish (window.tsReady unset)")
+    except BaseException:
+        b.close()
+        raise
+    return b
+
+
+def no_console(b):
+    if b.console:
+        raise Failed("console output: %s" % b.console[:10])
+
+
+def shot(b, name):
+    path = os.path.join(env("TSEAL_HTML_BUILDDIR") or tempfile.gettempdir(), name)
+    b.screenshot(path)
+    print("screenshot: %s" % path)
+
+
+def tallest_at_peak(data):
+    t, span = data["peak"][0], data["span"]
+    # The largest live band; of equal ones the longest-lived (the widest drawn).
+    live = [(b[2], (span if b[1] < 0 else b[1]) - b[0], i) for i, b in enumerate(data["bands"])
+            if b[0] <= t and (b[1] < 0 or b[1] > t)]
+    if not live:
+        raise Failed("no band is live at the peak")
+    return max(live)[2], t
+
+
+def hover_check(b, data, i, t):
+    """Hovers band i at time t; the tooltip must show its size and stack."""
+    b.eval("document.getElementById('ts-canvas').scrollIntoView({block: 'center'})")
+    x, y = b.eval("window.tsPoint(%d, %r)" % (i, t))
+    b.mouse("mouseMoved", x, y)
+    tip = b.eval("document.getElementById('ts-tip').innerText")
+    band = data["bands"][i]
+    stack = data["stacks"][band[3]]
+    if not tip or stack["api"] not in tip:
+        raise Failed("hovering band %d shows %r, not its API %s" % (i, tip, stack["api"]))
+    for line in stack["l"][:3]:
+        if line not in tip:
+            raise Failed("hovering band %d: stack line %r missing from %r" % (i, line, tip))
+    return tip
+
+
+def test_interactive(tmp):
+    out, page = planted_page(tmp, "i.html")
+    if out is None:
+        return SKIP
+    data = page_data(page)
+    b = open_page(out)
+    try:
+        # Hover the tallest band at the peak: its stack, Python first, is shown.
+        i, t = tallest_at_peak(data)
+        tip = hover_check(b, data, i, t)
+        if not any(name in tip for name in PLANTED + ["main"]):
+            raise Failed("the tallest band's stack names no planted site: %r" % tip)
+        shot(b, "html-hover.png")
+        # Brush a range: the view narrows to it.
+        before = b.eval("document.getElementById('ts-status').textContent")
+        r = b.eval("(function(){var r=document.getElementById('ts-canvas')"
+                   ".getBoundingClientRect();return [r.left,r.top,r.width,r.height];})()")
+        y = r[1] + r[3] / 2
+        b.mouse("mousePressed", r[0] + r[2] * 0.3, y, buttons=1)
+        b.mouse("mouseMoved", r[0] + r[2] * 0.5, y, buttons=1)
+        b.mouse("mouseReleased", r[0] + r[2] * 0.6, y)
+        after = b.eval("document.getElementById('ts-status').textContent")
+        if after == before:
+            raise Failed("brushing did not change the range shown (%r)" % after)
+        shot(b, "html-brush.png")
+        b.eval("document.getElementById('ts-reset').click()")
+        # Pick a moment: the end; the live flame graph lists what is live then.
+        b.eval("Array.from(document.querySelectorAll('#ts-moments button'))"
+               ".find(function(x){return x.textContent==='end';}).click()")
+        label = b.eval("document.getElementById('ts-moment-label').textContent")
+        flame = b.eval("document.getElementById('ts-flame').innerText")
+        if "end of the run" not in label:
+            raise Failed("picking the end moment shows %r" % label)
+        missing = [n for n in PLANTED if n not in flame]
+        if missing:
+            raise Failed("the live flame graph at the end lacks %s" % missing)
+        b.eval("window.scrollTo(0, document.getElementById('ts-live').offsetTop - 40)")
+        shot(b, "html-moment.png")
+        no_console(b)
+    finally:
+        b.close()
+    return 0
+
+
+def test_torch(tmp):
+    """Issue 19's acceptance: on append_predictions (real torch on simcuda,
+    tensors mode) the growing site's line, hint and holder are above the
+    fold, and hovering the tallest band at the peak shows the stack that
+    allocated it, the user's Python line first."""
+    venv = os.environ.get("TORCHSEAL_TORCH_ENV", "")
+    py = os.path.join(venv, "bin", "python")
+    shim, src, build = env("TSEAL_HTML_SHIM"), env("TSEAL_HTML_SOURCE"), env("TSEAL_HTML_BUILD")
+    if not (venv and os.path.exists(py) and shim and os.path.exists(shim)):
+        print("SKIP: no torch venv (TORCHSEAL_TORCH_ENV) or shim")
+        return SKIP
+    examples = os.path.join(src, "examples", "python", "torch")
+    e = clean_env(drop_prefixes=("TORCHSEAL_", "SIMCUDA_", "PYTORCH_"))
+    e.update({"LD_PRELOAD": preload(shim), "TORCHSEAL_OUTPUT": os.path.join(tmp, "t"),
+              "TORCHSEAL_TORCH": "tensors", "PYTHONPATH": examples})
+    r = run(["bash", os.path.join(src, "scripts", "simgpu"), "--build", build, py,
+             os.path.join(examples, "append_predictions.py")], e, timeout=600)
+    if not os.path.exists(os.path.join(tmp, "t.tseal")):
+        raise Failed("no history from append_predictions (rc %d): %s" % (
+            r.returncode, (r.stdout + r.stderr)[-2000:]))
+    out = os.path.join(tmp, "t.html")
+    page = html_report(os.path.join(tmp, "t.tseal"), out)
+    data = page_data(page)
+    b = open_page(out)
+    try:
+        fold = b.eval("window.innerHeight")
+        row = b.eval("(function(){var r=document.querySelector('table.growth tr:nth-child(2)');"
+                     "var b=r.getBoundingClientRect();return [b.bottom, r.innerText];})()")
+        if row[0] > fold:
+            raise Failed("the growing site's row ends at %.0f px, below the fold (%d)" % (
+                row[0], fold))
+        for what in ("append_predictions.py", "hint: `predictions.append(y)`",
+                     "held by train() local 'predictions'"):
+            if what not in row[1]:
+                raise Failed("above the fold, the growing site lacks %r: %r" % (what, row[1]))
+        shot(b, "html-torch-top.png")
+        i, t = tallest_at_peak(data)
+        tip = hover_check(b, data, i, t)
+        first = tip.split("\n")
+        stack = [l for l in first if l.endswith("[py]")]
+        if not stack or "examples/python/torch/" not in stack[0]:
+            raise Failed("the tallest band's stack does not start at the user's code: %r" % tip)
+        shot(b, "html-torch-hover.png")
+        no_console(b)
+    finally:
+        b.close()
+    return 0
+
+
+TESTS = {"interactive": test_interactive, "torch": test_torch, "planted": test_planted, "json_input": test_json_input, "escaping": test_escaping,
          "large_1m": test_large_1m, "python_frames": test_python_frames}
 
 
