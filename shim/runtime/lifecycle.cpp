@@ -180,6 +180,13 @@ bool hook_detail::record_slow() {
   return true;
 }
 
+void note_cuda_initialised() {
+  if (t_depth != 0) return;
+  ++t_depth;  // what activating calls into is not the program's
+  if (ensure_active() && !g_recorded_here.load(std::memory_order_relaxed)) note_first_record();
+  --t_depth;
+}
+
 void mark_thread_internal() { t_depth = 1 << 20; }
 
 namespace {
