@@ -8,11 +8,15 @@
 //   // EXPECT: leak site=S kind=K api=A bytes=B allocations=M function=F
 //                                            one leak; S names a `// LEAK-SITE: S`
 //                                            marker on the allocating line, which
-//                                            must be frames[0].file:line
+//                                            must be frames[0].file:line; with
+//                                            sites=N, N sites at that line (different
+//                                            stacks) whose sums are B and M
 //   // EXPECT: ooms N / oom api=A requested_bytes=B
 //   // EXPECT: invalid_frees N / invalid_free api=A
 //   // EXPECT: exit N                       exit status without TORCHSEAL_EXIT_CODE
 //   // EXPECT: events-from-stdout           summary.events == the `calls=N` line
+//   // EXPECT: peak-from-stdout             summary.peak_bytes == the `peak=N` line
+//   // EXPECT: active-line                  stderr says torchseal is active (info)
 //   // ENV: NAME=VALUE                      extra environment for the run
 #pragma once
 

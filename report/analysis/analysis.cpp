@@ -118,6 +118,23 @@ void attach_growth_holders(const AnalysisInput &in, const HeldMap &held, SiteIds
   }
 }
 
+// The recorded peak, raised to every total the report itself shows as live
+// at one moment: the shim's striped counters can miss another allocating
+// thread's unfolded share (docs/architecture.md), and a report whose peak
+// is below its own leaks contradicts itself.
+uint64_t consistent_peak(const AnalysisInput &in) {
+  uint64_t peak = in.peak_bytes, live = 0;
+  for (const LiveAlloc &a : in.live) live += a.size;
+  peak = std::max(peak, live);
+  for (const OomRecord &o : in.ooms) peak = std::max(peak, o.live_bytes);
+  for (const StepSample &s : in.steps) {
+    uint64_t step = 0;
+    for (const SiteSample &site : s.sites) step += site.bytes;
+    peak = std::max(peak, step);
+  }
+  return peak;
+}
+
 }  // namespace
 
 bool counts_as_cached(const AnalysisInput &in, const LiveAlloc &a) {
@@ -206,7 +223,7 @@ Report analyze(const AnalysisInput &in, Symbolizer &symbolizer, const AnalysisOp
   }
   sort_by_bytes_desc(r.leaks);
   r.summary.leak_sites = r.leaks.size();
-  r.summary.peak_bytes = in.peak_bytes;
+  r.summary.peak_bytes = consistent_peak(in);
   r.summary.events = in.events;
   r.summary.overhead.events = in.events;
   r.summary.overhead.seconds_in_torchseal = in.seconds_in_torchseal;

@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 
 #include "report/input/elf_symtab.h"
@@ -43,15 +44,17 @@ struct Symbolizer::Symtabs {
 // Every libdw/libdwfl function we use, resolved with dlsym so the library
 // has no link-time dependency on elfutils. The prototypes come from the
 // installed headers, so a signature mismatch is a compile error.
-#define TORCHSEAL_LIBDW_FUNCTIONS(X)                                                             \
-  X(dwfl_begin)                                                                                  \
-  X(dwfl_end) X(dwfl_report_begin) X(dwfl_report_elf) X(dwfl_report_end) X(dwfl_addrmodule)      \
-      X(dwfl_module_addrinfo) X(dwfl_module_getsrc) X(dwfl_lineinfo) X(dwfl_module_addrdie)      \
-          X(dwfl_module_build_id) X(dwfl_build_id_find_elf) X(dwfl_standard_find_debuginfo)      \
-              X(dwfl_offline_section_address) X(dwarf_getscopes) X(dwarf_tag)                    \
-                  X(dwarf_attr_integrate) X(dwarf_formstring) X(dwarf_formudata)                 \
-                      X(dwarf_getsrcfiles) X(dwarf_filesrc) X(dwarf_getscopes_die) X(dwarf_attr) \
-                          X(dwarf_formref_die) X(dwarf_diename)
+#define TORCHSEAL_LIBDW_FUNCTIONS(X)                                                              \
+  X(dwfl_begin)                                                                                   \
+  X(dwfl_end)                                                                                     \
+  X(dwfl_report_begin) X(dwfl_report_elf) X(dwfl_report_end) X(dwfl_addrmodule)                   \
+      X(dwfl_module_addrinfo) X(dwfl_module_getsrc) X(dwfl_lineinfo) X(dwfl_module_addrdie)       \
+          X(dwfl_module_build_id) X(dwfl_build_id_find_elf) X(dwfl_standard_find_debuginfo)       \
+              X(dwfl_offline_section_address) X(dwarf_getscopes) X(dwarf_tag)                     \
+                  X(dwarf_attr_integrate) X(dwarf_formstring) X(dwarf_formudata)                  \
+                      X(dwarf_getsrcfiles) X(dwarf_filesrc) X(dwarf_getscopes_die) X(dwarf_attr)  \
+                          X(dwarf_formref_die) X(dwarf_diename) X(dwarf_child) X(dwarf_siblingof) \
+                              X(dwarf_haspc)
 
 struct Symbolizer::Dwarf {
 #define TORCHSEAL_DECLARE(name) decltype(&::name) name = nullptr;
@@ -150,6 +153,43 @@ struct Symbolizer::Dwarf {
     return name;
   }
 
+  // Line tables name files as the compiler was given them
+  // (../examples/x.cpp); the compilation directory makes them usable from
+  // anywhere: absolute, without "." or ".." steps.
+  std::string source_path(Dwarf_Die *cu, const char *file) {
+    std::filesystem::path p(file);
+    Dwarf_Attribute a;
+    if (p.is_relative() && cu && dwarf_attr_integrate(cu, DW_AT_comp_dir, &a)) {
+      if (const char *dir = dwarf_formstring(&a)) p = std::filesystem::path(dir) / p;
+    }
+    return p.lexically_normal().string();
+  }
+
+  // The innermost function DIE (subprogram or inlined call) whose ranges
+  // hold `pc`, wherever it sits in the tree under `parent`. dwarf_getscopes
+  // descends only through DIEs that hold pc, so it never reaches a
+  // subprogram nested in one whose ranges lie elsewhere: GCC's OpenMP
+  // outlined regions (main._omp_fn.0 inside main), and lambdas or other
+  // nested functions laid out that way.
+  bool find_function_die(Dwarf_Die *parent, Dwarf_Addr pc, Dwarf_Die *out, int depth) {
+    Dwarf_Die child;
+    if (depth > 64 || dwarf_child(parent, &child) != 0) return false;
+    do {
+      int tag = dwarf_tag(&child);
+      if ((tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine) &&
+          dwarf_haspc(&child, pc) == 1) {
+        *out = child;
+        find_function_die(&child, pc, out, depth + 1);  // an inlined call inside it
+        return true;
+      }
+      if ((tag == DW_TAG_subprogram || tag == DW_TAG_lexical_block || tag == DW_TAG_namespace ||
+           tag == DW_TAG_class_type || tag == DW_TAG_structure_type || tag == DW_TAG_union_type) &&
+          find_function_die(&child, pc, out, depth + 1))
+        return true;
+    } while (dwarf_siblingof(&child, &child) == 0);
+    return false;
+  }
+
   // Where `inlined` (a DW_TAG_inlined_subroutine) was called from.
   void call_site(Dwarf_Die *cu, Dwarf_Die *inlined, std::string &file, int &line) {
     file.clear();
@@ -163,7 +203,7 @@ struct Symbolizer::Dwarf {
     size_t nfiles = 0;
     if (dwarf_attr_integrate(inlined, DW_AT_call_file, &a) && dwarf_formudata(&a, &v) == 0 &&
         dwarf_getsrcfiles(cu, &files, &nfiles) == 0 && v < nfiles) {
-      if (const char *f = dwarf_filesrc(files, v, nullptr, nullptr)) file = f;
+      if (const char *f = dwarf_filesrc(files, v, nullptr, nullptr)) file = source_path(cu, f);
     }
   }
 
@@ -194,17 +234,23 @@ struct Symbolizer::Dwarf {
       int tag = dwarf_tag(&scopes[i]);
       if (tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine) function_scope = i;
     }
+    Dwarf_Die innermost;
+    bool in_function = function_scope >= 0;
+    if (in_function)
+      innermost = scopes[0];
+    else if (cu)
+      in_function = find_function_die(cu, pc - bias, &innermost, 0);
     // libdw answers a line query with the nearest row of some line table
     // even for code no function DIE covers (e.g. _start, right after main),
     // so line info is taken only inside a function the DWARF describes.
     // Hand-written assembly loses its lines; a wrong line would be worse.
-    if (function_scope >= 0) {
+    if (in_function) {
       if (Dwfl_Line *l = dwfl_module_getsrc(mod, pc)) {
         Dwarf_Addr a = 0;
         int line = 0, col = 0;
         Dwarf_Word mtime = 0, len = 0;
         if (const char *file = dwfl_lineinfo(l, &a, &line, &col, &mtime, &len)) {
-          f.file = file;
+          f.file = source_path(cu, file);
           f.line = line;
         }
       }
@@ -213,12 +259,11 @@ struct Symbolizer::Dwarf {
     // origin's scopes, so take only the innermost DIE from it and walk the
     // physical nesting (inlined_subroutine -> ... -> subprogram) instead.
     Dwarf_Die *chain = nullptr;
-    int m = function_scope >= 0 ? dwarf_getscopes_die(&scopes[0], &chain) : 0;
+    int m = in_function ? dwarf_getscopes_die(&innermost, &chain) : 0;
     if (f.function.empty()) {
-      for (int i = 0; i < n; ++i) {
-        if (dwarf_tag(&scopes[i]) == DW_TAG_subprogram) {
-          f.function = die_name(&scopes[i]);
-          break;
+      for (Dwarf_Die *list : {scopes, chain}) {
+        for (int i = 0; f.function.empty() && i < (list == scopes ? n : m); ++i) {
+          if (dwarf_tag(&list[i]) == DW_TAG_subprogram) f.function = die_name(&list[i]);
         }
       }
     }

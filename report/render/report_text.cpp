@@ -7,6 +7,8 @@
 #include <cinttypes>
 #include <cstdio>
 
+#include <unistd.h>
+
 namespace torchseal {
 namespace {
 
@@ -41,14 +43,28 @@ void append_python_frame(std::string &out, const std::vector<PythonFrame> &py, s
                 f.file.empty() ? "??" : clean(f.file).c_str(), f.line);
 }
 
+// A source file under the working directory is shown relative to it, as a
+// compiler's diagnostics are; P.json keeps the absolute path.
+std::string shown_path(const std::string &file, const std::string &cwd) {
+  if (cwd.empty() || file.size() <= cwd.size() + 1 || file.compare(0, cwd.size(), cwd) != 0)
+    return file;
+  if (cwd.back() == '/') return file.substr(cwd.size());
+  return file[cwd.size()] == '/' ? file.substr(cwd.size() + 1) : file;
+}
+
+std::string working_dir() {
+  char buf[4096];
+  return getcwd(buf, sizeof buf) ? std::string(buf) : std::string();
+}
+
 void append_native_frame(std::string &out, const std::vector<NativeFrame> &frames, size_t i,
-                         const char *indent) {
+                         const char *indent, const std::string &cwd) {
   const NativeFrame &f = frames[i];
   out += format("%s#%zu 0x%" PRIx64 " in %s", indent, i, f.address,
                 f.function.empty() ? "??" : clean(f.function).c_str());
   if (!f.file.empty()) {
     out += ' ';
-    out += clean(f.file);
+    out += clean(shown_path(f.file, cwd));
     if (f.line > 0) out += ':' + std::to_string(f.line);
   }
   out += " (" + (f.module.empty() ? std::string("<unknown module>") : clean(f.module)) + ")\n";
@@ -60,21 +76,22 @@ void append_native_frame(std::string &out, const std::vector<NativeFrame> &frame
 // frameworks' native frames are folded (shown_frames.h); frame numbers stay
 // those of P.json.
 void append_frames(std::string &out, const std::vector<NativeFrame> &frames,
-                   const std::vector<PythonFrame> &py, bool python_process, const char *indent) {
+                   const std::vector<PythonFrame> &py, bool python_process, const char *indent,
+                   const std::string &cwd) {
   if (py.empty() && frames.empty()) {
     out += std::string(indent) + "<no stack recorded>\n";
     return;
   }
   if (!python_process) {
     for (size_t i = 0; i < py.size(); ++i) append_python_frame(out, py, i, indent);
-    for (size_t i = 0; i < frames.size(); ++i) append_native_frame(out, frames, i, indent);
+    for (size_t i = 0; i < frames.size(); ++i) append_native_frame(out, frames, i, indent, cwd);
     return;
   }
   const ShownStack s = shown_stack(frames, py);
   for (size_t i : s.python) append_python_frame(out, py, i, indent);
   for (const NativeRow &row : s.native) {
     if (!row.folded) {
-      append_native_frame(out, frames, row.first, indent);
+      append_native_frame(out, frames, row.first, indent, cwd);
       continue;
     }
     out += format("%s... %s (#%zu-#%zu)\n", indent, folded_label(row.count).c_str(), row.first,
@@ -156,6 +173,7 @@ std::string report_to_text(const Report &r) {
   const std::string tag = "==" + std::to_string(r.process.pid) + "==torchseal: ";
   // An interval report (torchseal_start .. torchseal_stop) ends at the stop.
   const std::string at_end = r.trigger == "stop" ? "at stop" : "at exit";
+  const std::string cwd = working_dir();
   bool anything =
       !r.leaks.empty() || !r.growth.empty() || !r.ooms.empty() || !r.invalid_frees.empty();
   if (!r.leaks.empty()) {
@@ -172,7 +190,7 @@ std::string report_to_text(const Report &r) {
            device_str(l.device) + ")";
     if (l.detected_at == "context-teardown") out += " still live at context teardown,";
     out += " allocated from:\n";
-    append_frames(out, l.frames, l.python_frames, is_python_site(r, l.python_frames), "    ");
+    append_frames(out, l.frames, l.python_frames, is_python_site(r, l.python_frames), "    ", cwd);
     append_holders(out, l.holders, "    ");
   }
 
@@ -180,7 +198,7 @@ std::string report_to_text(const Report &r) {
     out += "\nReachable " + at_end + " (held by Python objects, not a leak): " + u64(l.bytes) +
            " byte(s) in " + u64(l.allocations) + " allocation(s) (" + clean(l.kind) + ", " +
            clean(l.api) + ", device " + device_str(l.device) + ") allocated from:\n";
-    append_frames(out, l.frames, l.python_frames, is_python_site(r, l.python_frames), "    ");
+    append_frames(out, l.frames, l.python_frames, is_python_site(r, l.python_frames), "    ", cwd);
     append_holders(out, l.holders, "    ");
   }
 
@@ -189,7 +207,7 @@ std::string report_to_text(const Report &r) {
                   " step(s), %.1f byte(s)/step, r=%.3f, allocated from:\n",
                   clean(g.kind).c_str(), clean(g.api).c_str(), g.growth_bytes, g.steps,
                   g.bytes_per_step, g.r);
-    append_frames(out, g.frames, g.python_frames, is_python_site(r, g.python_frames), "    ");
+    append_frames(out, g.frames, g.python_frames, is_python_site(r, g.python_frames), "    ", cwd);
     append_holders(out, g.holders, "    ");
   }
 
@@ -200,13 +218,14 @@ std::string report_to_text(const Report &r) {
         clean(o.api) + " of " + u64(o.requested_bytes) + " byte(s) on device " +
         device_str(o.device) + " failed with " + u64(o.live_bytes) +
         " byte(s) live, requested from:\n";
-    append_frames(out, o.frames, o.python_frames, is_python_site(r, o.python_frames), "    ");
+    append_frames(out, o.frames, o.python_frames, is_python_site(r, o.python_frames), "    ", cwd);
     if (!o.top_sites.empty()) {
       out += "  Largest live sites at the time:\n";
       for (const SiteTotal &t : o.top_sites) {
         out += "    " + u64(t.bytes) + " byte(s) in " + u64(t.allocations) +
                " allocation(s) allocated from:\n";
-        append_frames(out, t.frames, t.python_frames, is_python_site(r, t.python_frames), "      ");
+        append_frames(out, t.frames, t.python_frames, is_python_site(r, t.python_frames), "      ",
+                      cwd);
       }
     }
     append_holders(out, o.holders, "  ");
@@ -217,7 +236,7 @@ std::string report_to_text(const Report &r) {
   for (const InvalidFreeEntry &f : r.invalid_frees) {
     out += format("\nInvalid free: %s of 0x%" PRIx64 ", which is not a live allocation, from:\n",
                   clean(f.api).c_str(), f.address);
-    append_frames(out, f.frames, f.python_frames, is_python_site(r, f.python_frames), "    ");
+    append_frames(out, f.frames, f.python_frames, is_python_site(r, f.python_frames), "    ", cwd);
   }
 
   if (r.summary.cached_bytes > 0) {

@@ -96,8 +96,8 @@ void Counters::release_stripe() {
   g_free_stripes.fetch_or(uint64_t{1} << (s - stripes_), std::memory_order_release);
 }
 
-void Counters::raise_peak(uint64_t now) {
-  uint64_t peak = peak_.load(std::memory_order_relaxed);
+void Counters::raise_peak(int64_t now) {
+  int64_t peak = peak_.load(std::memory_order_relaxed);
   while (now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {}
 }
 
@@ -110,7 +110,8 @@ uint64_t Counters::events() const {
 uint64_t Counters::live_bytes() const {
   int64_t pending = 0;
   for (const Stripe &s : stripes_) pending += s.pending.load(std::memory_order_relaxed);
-  return live_.load(std::memory_order_relaxed) + static_cast<uint64_t>(pending);
+  int64_t live = live_.load(std::memory_order_relaxed) + pending;
+  return live > 0 ? static_cast<uint64_t>(live) : 0;
 }
 
 double Counters::self_seconds() const {

@@ -2,13 +2,17 @@
 // concurrent threads do not bounce one cache line (and a thread that owns
 // its stripe needs no locked add).
 //
-// Live bytes too: a thread keeps its net change in its stripe and folds it
-// into the global count once it passes kFold either way (and when the
-// thread exits). The peak is checked on every allocation against the
-// global count plus the thread's own share: exact while one thread
-// allocates, and within kFold per other allocating thread otherwise. One
-// global counter written by every event was what kept 8 threads from
-// scaling on 2 cores (bench/RESULTS.md).
+// Live bytes too: a thread keeps its net growth in its stripe and folds it
+// into the global count once it reaches kFold (and when the thread exits).
+// A net shrink is folded at once, so no stripe holds a negative share: a
+// thread that frees what others allocated (stream-callback workers) would
+// otherwise hide up to kFold of frees from the global count, and every
+// allocating thread's peak check would count them as live. The peak is
+// checked on every allocation against the global count plus the thread's
+// own share: that sum is never above the true total, and equals it while
+// one thread allocates, however many free; with several allocating threads
+// it is within kFold per other one. One global counter written by every
+// event was what kept 8 threads from scaling on 2 cores (bench/RESULTS.md).
 #pragma once
 
 #include <atomic>
@@ -32,7 +36,9 @@ class Counters {
   uint64_t events() const;
   double self_seconds() const;
   uint64_t live_bytes() const;
-  uint64_t peak_bytes() const { return peak_.load(std::memory_order_relaxed); }
+  uint64_t peak_bytes() const {
+    return static_cast<uint64_t>(peak_.load(std::memory_order_relaxed));
+  }
   void reset();
 
   // Stripe 0 is shared by the threads alive beyond kStripes - 1; every other
@@ -67,11 +73,17 @@ class Counters {
   static __thread WatchFn t_watch __attribute__((tls_model("initial-exec")));
   __attribute__((noinline)) Mine &claim_stripe(int64_t delta);
   Mine &claim_new_stripe();
-  void raise_peak(uint64_t now);
+  void raise_peak(int64_t now);
+  // Signed: the global count alone runs below zero while other threads'
+  // unfolded growth covers what this one freed (read as unsigned, the peak
+  // once became 2^64 - 800000).
   void add_global(int64_t delta) {
-    uint64_t now = live_.fetch_add(static_cast<uint64_t>(delta), std::memory_order_relaxed) +
-                   static_cast<uint64_t>(delta);
-    if (delta > 0 && now > peak_.load(std::memory_order_relaxed)) raise_peak(now);
+    int64_t now = live_.fetch_add(delta, std::memory_order_relaxed) + delta;
+    if (delta > 0) check_peak(now);
+  }
+  // A signed comparison: a negative sum never beats the peak.
+  void check_peak(int64_t now) {
+    if (now > peak_.load(std::memory_order_relaxed)) raise_peak(now);
   }
   static void bump(std::atomic<uint64_t> &c, uint64_t by, bool owned) {
     if (owned)
@@ -81,8 +93,8 @@ class Counters {
   }
 
   Stripe stripes_[kStripes];
-  alignas(64) std::atomic<uint64_t> live_{0};
-  alignas(64) std::atomic<uint64_t> peak_{0};
+  alignas(64) std::atomic<int64_t> live_{0};
+  alignas(64) std::atomic<int64_t> peak_{0};
 };
 
 extern Counters g_counters;
@@ -103,15 +115,12 @@ void Counters::add_live(int64_t delta) {
   Mine &m = t_mine.stripe ? t_mine : claim_stripe(delta);
   if (!m.owned) return add_global(delta);
   int64_t d = m.stripe->pending.load(std::memory_order_relaxed) + delta;
-  if (d >= kFold || d <= -kFold) {
+  if (d >= kFold || d < 0) {
     m.stripe->pending.store(0, std::memory_order_relaxed);
     return add_global(d);
   }
   m.stripe->pending.store(d, std::memory_order_relaxed);
-  if (delta > 0) {
-    uint64_t now = live_.load(std::memory_order_relaxed) + static_cast<uint64_t>(d);
-    if (now > peak_.load(std::memory_order_relaxed)) raise_peak(now);
-  }
+  if (delta > 0) check_peak(live_.load(std::memory_order_relaxed) + d);
 }
 
 }  // namespace torchseal

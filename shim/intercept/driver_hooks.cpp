@@ -366,6 +366,7 @@ TS_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaV
                                        CUdriverProcAddressQueryResult *symbolStatus);
 TS_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
                                     cuuint64_t flags);
+TS_EXPORT CUresult cuInit(unsigned int Flags);
 
 namespace torchseal {
 Wrapped g_wrapped[] = {
@@ -382,6 +383,7 @@ Wrapped g_wrapped[] = {
      reinterpret_cast<void *>(&::cuGetProcAddress_v2),
      {nullptr}},
     {"cuGetProcAddress", ApiId::Unknown, reinterpret_cast<void *>(&::cuGetProcAddress), {nullptr}},
+    {"cuInit", ApiId::Unknown, reinterpret_cast<void *>(&::cuInit), {nullptr}},
 };
 const size_t g_wrapped_count = sizeof(g_wrapped) / sizeof(g_wrapped[0]);
 }  // namespace torchseal
@@ -411,5 +413,16 @@ TS_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVers
   if (!real) return TS_MISSING;
   CUresult rc = real(symbol, pfn, cudaVersion, flags);
   if (rc == CUDA_SUCCESS && pfn && *pfn) *pfn = torchseal::wrap_driver_pointer(*pfn);
+  return rc;
+}
+
+// Every runtime initialises the driver through here (a program that only
+// asks for the device count allocates nothing, yet was active).
+TS_EXPORT CUresult cuInit(unsigned int Flags) {
+  static torchseal::Wrapped *self = torchseal::find_by_name("cuInit");
+  auto real = reinterpret_cast<decltype(&cuInit)>(torchseal::real_driver_function_of(self));
+  if (!real) return TS_MISSING;
+  CUresult rc = real(Flags);
+  if (rc == CUDA_SUCCESS) torchseal::note_cuda_initialised();
   return rc;
 }

@@ -245,6 +245,13 @@ void hooks_take_over() {
   if (is_active() && g_recorded_here.load()) g_record_fast.store(true, std::memory_order_release);
 }
 
+void note_cuda_initialised() {
+  if (t_depth != 0) return;
+  ++t_depth;  // what activating calls into is not the program's
+  if (ensure_active() && !g_recorded_here.load(std::memory_order_relaxed)) note_first_record();
+  --t_depth;
+}
+
 void mark_thread_internal() { t_depth = 1 << 20; }
 
 bool loaded_late() { return g_loaded_late; }

@@ -33,6 +33,12 @@ void note_first_record();
 // The CUPTI backend gave its slot up: the hooks record from now on.
 void hooks_take_over();
 
+// CUDA has been initialised (a successful cuInit): from here on the process
+// writes its report at exit, even an empty one, so "active, no leaks" can be
+// told from "never active". Does nothing inside another hooked call (the
+// hook that made it activates the shim itself).
+void note_cuda_initialised();
+
 // Marks the calling thread as torchseal's own (writer, watcher): hooked calls
 // made on it are never recorded.
 void mark_thread_internal();

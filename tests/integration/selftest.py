@@ -19,12 +19,12 @@ from harness import Result  # noqa: E402  (run.py put tests/ on the path)
 
 
 def main(argv):
-    source = os.path.join(argv[1], "planted_leaks.cpp")
+    source = os.path.normpath(os.path.abspath(os.path.join(argv[1], "planted_leaks.cpp")))
     exp = R.Expectations(source)
     pid = 4242
 
     def frame(fn, site):
-        return {"function": fn + "()", "file": "../examples/planted_leaks.cpp",
+        return {"function": fn + "()", "file": source,
                 "line": exp.sites[site], "module": "planted_leaks", "address": "0x1"}
 
     def leak(kind, api, nbytes, allocs, fn, site):
@@ -36,7 +36,7 @@ def main(argv):
         "format": "torchseal-report", "version": 1, "trigger": "exit",
         "process": {"pid": pid},
         "summary": {"leaked_bytes": 1900544, "leaked_allocations": 5, "leak_sites": 3,
-                    "events": 18},
+                    "events": 18, "peak_bytes": 1933312},
         "leaks": [leak("device", "cudaMalloc", 1048576, 1, "leak_device_buffer", "device"),
                   leak("stream-ordered", "cudaMallocAsync", 786432, 3,
                        "leak_async_in_loop", "async"),
@@ -94,6 +94,11 @@ def main(argv):
         ("line", mutate(lambda m: m["leaks"][0]["frames"][0].update(
             line=m["leaks"][0]["frames"][0]["line"] + 1))),
         ("file", mutate(lambda m: m["leaks"][0]["frames"][0].update(file="other.cpp"))),
+        ("file as compiled", mutate(lambda m: m["leaks"][0]["frames"][0].update(
+            file="../examples/planted_leaks.cpp"))),
+        ("file not normalised", mutate(lambda m: m["leaks"][0]["frames"][0].update(
+            file=os.path.join(os.path.dirname(source), "..", "examples",
+                              "planted_leaks.cpp")))),
         ("function", mutate(lambda m: m["leaks"][0]["frames"][0].update(
             function="cudaMalloc"))),
         ("no frames", mutate(lambda m: m["leaks"][0].update(frames=[]))),
@@ -104,6 +109,8 @@ def main(argv):
         ("summary bytes", mutate(lambda m: m["summary"].update(leaked_bytes=0))),
         ("summary allocations", mutate(lambda m: m["summary"].update(leaked_allocations=3))),
         ("summary events", mutate(lambda m: m["summary"].update(events=17))),
+        ("peak wrapped", mutate(lambda m: m["summary"].update(peak_bytes=2 ** 64 - 400000))),
+        ("peak below leaks", mutate(lambda m: m["summary"].update(peak_bytes=32768))),
         ("missing oom", mutate(drop_oom)),
         ("oom size", mutate(lambda m: m["ooms"][0].update(requested_bytes=1 << 40))),
         ("oom line", mutate(lambda m: m["ooms"][0]["frames"][0].update(line=1))),

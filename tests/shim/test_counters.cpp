@@ -3,8 +3,11 @@
 // plain stores, so a lost update would show as a wrong total here.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -52,6 +55,100 @@ TEST_CASE("live bytes and the peak are exact with one allocating thread") {
   }
   CHECK(counters().live_bytes() == live);
   CHECK(counters().peak_bytes() == peak);
+}
+
+// The shape of the cuda-samples run whose peak read 2^64 - 400000: the main
+// thread allocates, eight stream-callback workers free what it allocated.
+// The workers' frees must reach the global count before the main thread's
+// next peak check, or that check counts freed bytes as live.
+TEST_CASE("the peak is exact when one thread allocates and eight others free") {
+  counters().reset();
+  constexpr int kWorkers = 8, kRounds = 300;
+  constexpr int64_t kBuffer = 400000;
+  uint64_t live = 0, peak = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    int in_flight = 1 + round % kWorkers;  // 400 KB .. 3.2 MB live at once
+    for (int i = 0; i < in_flight; ++i) {
+      counters().add_live(kBuffer);
+      live += kBuffer;
+      peak = std::max(peak, live);
+    }
+    std::vector<std::thread> workers;
+    for (int w = 0; w < in_flight; ++w) workers.emplace_back([] { counters().add_live(-kBuffer); });
+    for (auto &t : workers) t.join();
+    live -= static_cast<uint64_t>(in_flight) * kBuffer;
+    CHECK(counters().live_bytes() == live);
+  }
+  CHECK(counters().peak_bytes() == peak);
+}
+
+TEST_CASE("frees on long-lived workers never make the peak wrap or overshoot") {
+  counters().reset();
+  constexpr int kWorkers = 8;
+  constexpr int64_t kBuffer = 400000;
+  // Workers that live across rounds keep their stripes: a free that stayed
+  // in one as a negative share left the global count short by it.
+  std::atomic<int> turn{-1};
+  std::atomic<int> done{0};
+  std::vector<std::thread> workers;
+  for (int w = 0; w < kWorkers; ++w)
+    workers.emplace_back([&, w] {
+      for (int round = 0; round < 50; ++round) {
+        while (turn.load() != round * kWorkers + w) std::this_thread::yield();
+        counters().add_live(-kBuffer);
+        done.fetch_add(1);
+      }
+    });
+  for (int round = 0; round < 50; ++round)
+    for (int w = 0; w < kWorkers; ++w) {
+      counters().add_live(kBuffer);
+      int ticket = round * kWorkers + w;
+      turn.store(ticket);
+      while (done.load() != ticket + 1) std::this_thread::yield();
+    }
+  for (auto &t : workers) t.join();
+  CHECK(counters().live_bytes() == 0);
+  CHECK(counters().peak_bytes() == uint64_t{kBuffer});
+}
+
+// The shape of simpleCallback-like programs: worker threads allocate (each
+// share stays under the fold threshold) and another thread frees it all.
+// The freer's share reached the global count while the allocators' did
+// not, so the global count alone went below zero, and the next allocating
+// thread's check read 2^64 - 800000 as the peak.
+TEST_CASE("frees folded before others' allocations never make the peak wrap") {
+  counters().reset();
+  constexpr int64_t kShare = 300000, kLate = 400000;
+  // Threads that stay alive until the end: an exiting thread folds its share.
+  std::mutex m;
+  std::condition_variable cv;
+  int step = 0;
+  auto at = [&](int my_step, auto fn) {
+    return std::thread([&, my_step, fn] {
+      std::unique_lock<std::mutex> lock(m);
+      cv.wait(lock, [&] { return step == my_step; });
+      fn();
+      ++step;
+      cv.notify_all();
+      cv.wait(lock, [&] { return step == 100; });  // stay alive until the end
+    });
+  };
+  std::vector<std::thread> team;
+  for (int i = 0; i < 4; ++i) team.push_back(at(i, [] { counters().add_live(kShare); }));
+  team.push_back(at(4, [] {
+    for (int i = 0; i < 4; ++i) counters().add_live(-kShare);
+  }));
+  team.push_back(at(5, [] { counters().add_live(kLate); }));
+  {
+    std::unique_lock<std::mutex> lock(m);
+    cv.wait(lock, [&] { return step == 6; });
+    CHECK(counters().live_bytes() == uint64_t{kLate});
+    CHECK(counters().peak_bytes() > 0);
+    CHECK(counters().peak_bytes() <= uint64_t{4 * kShare});
+    step = 100;
+    cv.notify_all();
+  }
+  for (auto &t : team) t.join();
 }
 
 namespace {

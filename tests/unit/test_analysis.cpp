@@ -164,6 +164,26 @@ TEST_CASE("suppressed sites move to suppressed_bytes", "[analysis]") {
   CHECK(r.summary.leaked_bytes == 7);
 }
 
+// A 4-thread OpenMP program reported peak 32768 beside 131072 bytes leaked:
+// each thread's unfolded share was missing from the others' peak checks.
+TEST_CASE("the peak is never below what the report shows live at once", "[analysis]") {
+  Fixture f;
+  f.in.peak_bytes = 32768;
+  f.symbol(0x1000, "main._omp_fn.0", "/omp.cpp", 9);
+  StackId a = f.stack({0x1000});
+  for (int t = 0; t < 4; ++t) f.live(32768, a);
+  CHECK(analyze(f.in, f.sym).summary.peak_bytes == 131072);
+  OomRecord o;
+  o.live_bytes = 500000;
+  f.in.ooms.push_back(o);
+  CHECK(analyze(f.in, f.sym).summary.peak_bytes == 500000);
+  StepSample s;
+  s.step = 1;
+  s.sites.push_back({a, 0, ApiId::cudaMalloc, Family::Device, 700000, 3});
+  f.in.steps.push_back(s);
+  CHECK(analyze(f.in, f.sym).summary.peak_bytes == 700000);
+}
+
 TEST_CASE("summary, OOM top sites and invalid frees", "[analysis]") {
   Fixture f;
   f.in.peak_bytes = 12345;

@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <sstream>
 
 #include "report/render/report_text.h"
@@ -53,6 +55,28 @@ TEST_CASE("text report: LeakSanitizer first and last lines", "[text]") {
   CHECK(text.find("Direct leak of 16 byte(s) in 1 allocation(s) (device, cudaMalloc, device 0) "
                   "still live at context teardown, allocated from:") != std::string::npos);
   CHECK(text.find("Invalid free: cudaFree of 0x1234") != std::string::npos);
+}
+
+TEST_CASE("text report: source files under the working directory are shown relative to it",
+          "[text]") {
+  char buf[4096];
+  REQUIRE(getcwd(buf, sizeof buf) != nullptr);
+  const std::string cwd = buf;
+  Report r;
+  r.process.pid = 9;
+  LeakEntry l;
+  l.kind = "device";
+  l.api = "cudaMalloc";
+  l.bytes = 8;
+  l.allocations = 1;
+  l.frames = {NativeFrame{"f()", cwd + "/examples/x.cpp", 7, "/bin/x", 0x10},
+              NativeFrame{"g()", "/elsewhere/y.cpp", 3, "/bin/x", 0x20},
+              NativeFrame{"h()", cwd + "-sibling/z.cpp", 5, "/bin/x", 0x30}};
+  r.leaks.push_back(l);
+  std::string text = report_to_text(r);
+  CHECK(text.find(" in f() examples/x.cpp:7 (") != std::string::npos);
+  CHECK(text.find(" in g() /elsewhere/y.cpp:3 (") != std::string::npos);
+  CHECK(text.find(" in h() " + cwd + "-sibling/z.cpp:5 (") != std::string::npos);
 }
 
 TEST_CASE("text report without leaks", "[text]") {

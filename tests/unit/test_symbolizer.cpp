@@ -51,6 +51,17 @@ __attribute__((noinline)) uint64_t calls_inlined(int *helper_line, int *call_lin
   return ip;
 }
 
+// A lambda's body is its own subprogram, nested in the enclosing
+// function's DIE with a range of its own.
+__attribute__((noinline)) uint64_t from_lambda(int *line) {
+  auto body = [line]() __attribute__((noinline)) {
+    *line = __LINE__ + 1;
+    uint64_t ip = return_address();
+    return ip;
+  };
+  return body();
+}
+
 }  // namespace symtest
 
 using namespace torchseal;
@@ -94,8 +105,25 @@ TEST_CASE("a return address resolves to the calling function and the call's line
   CHECK(frames[0].line == line);
   CHECK(frames[0].module == self_exe());
   CHECK(frames[0].address == ip);
+  // Joined with the compilation directory: absolute and normalised, though
+  // the compiler was given a path relative to the build directory.
+  CHECK(frames[0].file.front() == '/');
+  CHECK(frames[0].file.find("/../") == std::string::npos);
+  CHECK(ends_with(frames[0].file, "/tests/unit/test_symbolizer.cpp"));
   // Cached: the same object comes back.
   CHECK(&sym.symbolize(ip) == &frames);
+}
+
+TEST_CASE("a call inside a lambda has its file and line", "[symbolizer]") {
+  int line = 0;
+  uint64_t ip = symtest::from_lambda(&line);
+  Symbolizer sym(capture_module_map());
+  REQUIRE(sym.has_libdw());
+  const auto &frames = sym.symbolize(ip);
+  REQUIRE(!frames.empty());
+  CHECK(frames[0].function.find("from_lambda") != std::string::npos);
+  CHECK(ends_with(frames[0].file, "/tests/unit/test_symbolizer.cpp"));
+  CHECK(frames[0].line == line);
 }
 
 TEST_CASE("inlined calls expand into source-level frames", "[symbolizer]") {
