@@ -10,20 +10,7 @@
 // EXPECT: invalid_frees 0
 // EXPECT: exit 0
 
-#include <cuda.h>
-
-#include <cstdio>
-#include <cstdlib>
-
-#define DRV(call)                                                              \
-  do {                                                                         \
-    CUresult drv_err_ = (call);                                                \
-    if (drv_err_ != CUDA_SUCCESS) {                                            \
-      std::fprintf(stderr, "%s:%d: %s failed (%d)\n", __FILE__, __LINE__, #call, \
-                   static_cast<int>(drv_err_));                                \
-      std::exit(1);                                                            \
-    }                                                                          \
-  } while (0)
+#include "common_driver.h"
 
 static CUmemAllocationProp device_prop(CUdevice dev) {
   CUmemAllocationProp prop = {};

@@ -320,7 +320,7 @@ bool VerdictRecord::decode(ByteReader &r) {
     uint64_t stack = r.varint(), pystack = r.varint(), api = r.varint();
     uint8_t family = r.u8();
     if (stack > UINT32_MAX || pystack > UINT32_MAX || api > UINT16_MAX ||
-        family > static_cast<uint8_t>(Family::None))
+        family > static_cast<uint8_t>(kLastFamily))
       return false;
     s.stack = static_cast<StackId>(stack);
     s.pystack = static_cast<PyStackId>(pystack);

@@ -21,6 +21,8 @@ std::string_view family_name(Family f) {
       return "host-pinned";
     case Family::Vmm:
       return "vmm";
+    case Family::HostRegistered:
+      return "host-registered";
     case Family::None:
       break;
   }
@@ -28,8 +30,8 @@ std::string_view family_name(Family f) {
 }
 
 bool family_from_name(std::string_view s, Family &out) {
-  for (Family f :
-       {Family::Device, Family::StreamOrdered, Family::Managed, Family::HostPinned, Family::Vmm}) {
+  for (Family f : {Family::Device, Family::StreamOrdered, Family::Managed, Family::HostPinned,
+                   Family::Vmm, Family::HostRegistered}) {
     if (family_name(f) == s) {
       out = f;
       return true;

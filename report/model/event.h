@@ -9,7 +9,17 @@
 namespace torchseal {
 
 enum class Layer : uint8_t { Runtime, Driver };
-enum class Family : uint8_t { Device, StreamOrdered, Managed, HostPinned, Vmm, None };
+// Values are stored in history files (verdict records): append only.
+enum class Family : uint8_t {
+  Device,
+  StreamOrdered,
+  Managed,
+  HostPinned,
+  Vmm,
+  None,
+  HostRegistered
+};
+inline constexpr Family kLastFamily = Family::HostRegistered;
 enum class Role : uint8_t { Alloc, Free, Teardown, Map, Unmap, Reserve, Unreserve, Release };
 
 enum class ApiId : uint16_t {

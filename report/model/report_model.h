@@ -56,7 +56,8 @@ struct Summary {
 };
 
 struct LeakEntry {
-  std::string kind;  // family_name(): device | stream-ordered | managed | host-pinned | vmm
+  // family_name(): device | stream-ordered | managed | host-pinned | vmm | host-registered
+  std::string kind;
   std::string api;
   int device = -1;  // -1 = unknown (JSON null)
   uint64_t bytes = 0;

@@ -668,7 +668,7 @@ class VizObserver : public ReplayObserver {
   void oom(const Event &e) {
     ++events_;
     int dev = shown_device(e.device);
-    if (e.family == Family::HostPinned || !device_selected(dev)) return;
+    if (!shown_family(e.family) || !device_selected(dev)) return;
     emit(dev, Action::Oom, 0, e.size, e.time_ns, e.stack, e.pystack);
   }
 

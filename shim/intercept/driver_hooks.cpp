@@ -279,6 +279,15 @@ TS_EXPORT CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags
                             [&] { return real(pp, bytesize, Flags); });
 }
 
+// Host ranges the caller registers: (p, bytesize) is the leak unit. (The
+// pre-6.5 cuMemHostRegister is left alone: cuGetProcAddress and cuda.h give
+// _v2 to everything built since.)
+TS_EXPORT CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags) {
+  TS_DRV_REAL(cuMemHostRegister_v2);
+  return host_alloc_through(ApiId::cuMemHostRegister_v2, &p, bytesize,
+                            [&] { return real(p, bytesize, Flags); });
+}
+
 // Frees of `addr`: (name, addr, stream, (parameters), (arguments)).
 #define TS_DRV_FREE(fn, addr, stream, params, args)                                        \
   TS_EXPORT CUresult fn params {                                                           \
@@ -291,6 +300,7 @@ TS_DRV_FREE(cuMemFreeAsync, dptr, hStream, (CUdeviceptr dptr, CUstream hStream),
 TS_DRV_FREE(cuMemFreeAsync_ptsz, dptr, hStream, (CUdeviceptr dptr, CUstream hStream),
             (dptr, hStream))
 TS_DRV_FREE(cuMemFreeHost, reinterpret_cast<uint64_t>(p), nullptr, (void *p), (p))
+TS_DRV_FREE(cuMemHostUnregister, reinterpret_cast<uint64_t>(p), nullptr, (void *p), (p))
 // VMM: a handle's release ends our responsibility for it (see cuMemCreate).
 TS_DRV_FREE(cuMemRelease, handle, nullptr, (CUmemGenericAllocationHandle handle), (handle))
 #undef TS_DRV_FREE

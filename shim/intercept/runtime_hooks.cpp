@@ -116,6 +116,17 @@ __attribute__((visibility("default"))) cudaError_t cudaMalloc3D(cudaPitchedPtr *
   return rc;
 }
 
+// The caller's own range becomes a registration: its leak unit is the range.
+__attribute__((visibility("default"))) cudaError_t cudaHostRegister(void *ptr, size_t size,
+                                                                    unsigned int flags) {
+  TS_REAL(cudaHostRegister);
+  if (!real) return missing();
+  HookScope scope;
+  cudaError_t rc = real(ptr, size, flags);
+  report_alloc(scope, ApiId::cudaHostRegister, rc, ptr, size, nullptr);
+  return rc;
+}
+
 // Frees of `p`: (name, p, stream, (parameters), (arguments)).
 #define TS_FREE(fn, p, stream, params, args)                                         \
   __attribute__((visibility("default"))) cudaError_t fn params {                     \
@@ -128,6 +139,7 @@ TS_FREE(cudaFreeAsync, devPtr, hStream, (void *devPtr, cudaStream_t hStream), (d
 TS_FREE(cudaFreeAsync_ptsz, devPtr, hStream, (void *devPtr, cudaStream_t hStream),
         (devPtr, hStream))
 TS_FREE(cudaFreeHost, ptr, nullptr, (void *ptr), (ptr))
+TS_FREE(cudaHostUnregister, ptr, nullptr, (void *ptr), (ptr))
 #undef TS_FREE
 
 __attribute__((visibility("default"))) cudaError_t cudaDeviceReset(void) {

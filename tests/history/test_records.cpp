@@ -302,7 +302,7 @@ TEST_CASE("a damaged Verdict payload fails to decode instead of allocating or mi
   }
   SECTION("a site's api, family or stack id out of range") {
     const std::tuple<uint64_t, uint8_t, uint64_t> cases[] = {
-        {0x10000, 0, 1}, {0, static_cast<uint8_t>(static_cast<int>(Family::None) + 1), 1}, {0, 0, 1ull << 32}};
+        {0x10000, 0, 1}, {0, static_cast<uint8_t>(static_cast<int>(kLastFamily) + 1), 1}, {0, 0, 1ull << 32}};
     for (auto [api, family, stack] : cases) {
       std::vector<uint8_t> b = with({0, 0, 1, stack, 1, api});
       b.push_back(family);

@@ -3,7 +3,7 @@
 
 One invocation runs one scenario (meson registers one test per scenario):
 
-    run.py example NAME [--binary PATH] [--source FILE]
+    run.py example NAME [--binary PATH] [--source FILE] [--backend hooks|cupti]
     run.py cli
     run.py inert
     run.py bad-config VAR VALUE
@@ -406,6 +406,8 @@ def scenario_example(args):
             template = os.path.join(tmp, "p0" if run_no == 0 else "p1-%p")
             env = base_env()
             env.update(exp.env)
+            if "--backend" in opts:
+                env["TORCHSEAL_BACKEND"] = opts["--backend"]
             env["LD_PRELOAD"] = preload(shim)
             env["TORCHSEAL_OUTPUT"] = template
             if exit_code is not None:

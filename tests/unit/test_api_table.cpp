@@ -23,8 +23,9 @@ TEST_CASE("families use the report spelling and round-trip", "[api]") {
   CHECK(family_name(Family::Managed) == "managed");
   CHECK(family_name(Family::HostPinned) == "host-pinned");
   CHECK(family_name(Family::Vmm) == "vmm");
+  CHECK(family_name(Family::HostRegistered) == "host-registered");
   for (Family f : {Family::Device, Family::StreamOrdered, Family::Managed, Family::HostPinned,
-                   Family::Vmm}) {
+                   Family::Vmm, Family::HostRegistered}) {
     Family out = Family::None;
     REQUIRE(family_from_name(family_name(f), out));
     CHECK(out == f);
@@ -39,5 +40,7 @@ TEST_CASE("table entries carry the documented family and role", "[api]") {
   CHECK(api_info(ApiId::cudaMallocAsync).family == Family::StreamOrdered);
   CHECK(api_info(ApiId::cudaHostAlloc).family == Family::HostPinned);
   CHECK(api_info(ApiId::cuMemRelease).role == Role::Release);
+  CHECK(api_info(ApiId::cudaHostRegister).family == Family::HostRegistered);
+  CHECK(api_info(ApiId::cuMemHostUnregister).role == Role::Free);
   CHECK(api_info(ApiId::cudaDeviceReset).role == Role::Teardown);
 }

@@ -98,6 +98,16 @@ bool decode_driver_params(ApiId id, const void *params, bool ok, CallArgs &a) {
     case ApiId::cuMemFreeHost:
       a.addr = u64(as<cuMemFreeHost_params>(params).p);
       return true;
+    case ApiId::cuMemHostRegister_v2: {
+      // The registered range is the leak unit.
+      const auto &p = as<cuMemHostRegister_v2_params>(params);
+      a.addr = u64(p.p);
+      a.size = p.bytesize;
+      return true;
+    }
+    case ApiId::cuMemHostUnregister:
+      a.addr = u64(as<cuMemHostUnregister_params>(params).p);
+      return true;
     case ApiId::cuMemCreate: {
       const auto &p = as<cuMemCreate_params>(params);
       a.addr = (ok && p.handle) ? *p.handle : 0;

@@ -50,6 +50,7 @@ void destroy_context(CUctx_st *c)
     // checks alive under a shard lock, so it cannot add a block to a shard
     // already swept (see small_alloc).
     c->alive.store(false, std::memory_order_release);
+    modules_release_context_locked(c);
     std::vector<uintptr_t> owned;
     for (auto &[p, a] : allocs_locked())
         if (a.ctx == c)
@@ -57,6 +58,7 @@ void destroy_context(CUctx_st *c)
     for (uintptr_t p : owned)
         release_alloc_locked(p);
     small_release_context_locked(c);
+    registered_release_context_locked(c);
     drop_context_streams_locked(c);
     if (c->primary) {
         Device &d = devices_locked()[c->device];

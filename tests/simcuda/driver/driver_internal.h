@@ -145,6 +145,17 @@ void release_alloc_locked(uintptr_t p);
 // pointer itself for host memory. INVALID_VALUE for dead device ranges.
 CUresult resolve_locked(uintptr_t p, size_t n, char **out);
 
+// Zeroed device memory for a module's global, freed by release_alloc_locked.
+CUresult module_global_alloc_locked(CUctx_st *c, size_t n, uintptr_t *out);
+
+// ---- modules (driver_module.cpp) ----
+void modules_release_context_locked(CUctx_st *c);
+
+// ---- registered host ranges (driver_host_register.cpp) ----
+// The registration containing p: its base and size.
+bool registered_find_locked(uintptr_t p, uintptr_t *base, size_t *size);
+void registered_release_context_locked(CUctx_st *c);
+
 // ---- small device allocations (small_blocks.cpp), no driver mutex ----
 void small_init();  // after heap_init
 // n <= kSmallMax bytes for live context c, charging round_up(n, kAlign).

@@ -92,6 +92,12 @@ CUresult free_checked(uintptr_t p, bool host)
 
 std::map<uintptr_t, Alloc> &allocs_locked() { return *g_allocs; }
 
+// The shadow of a fresh arena range reads as zeros.
+CUresult module_global_alloc_locked(CUctx_st *c, size_t n, uintptr_t *out)
+{
+    return alloc_device_locked(c, n, out);
+}
+
 bool find_alloc_locked(uintptr_t p, uintptr_t *base, Alloc *out)
 {
     if (small_find(p, base, out))
@@ -269,8 +275,12 @@ CUresult CUDAAPI cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsig
         return CUDA_ERROR_INVALID_VALUE;
     Lock lock(driver_mutex());
     uintptr_t base;
+    size_t size;
     Alloc a;
-    if (!find_alloc_locked(reinterpret_cast<uintptr_t>(p), &base, &a) || a.kind != Kind::Host)
+    // Pinned allocations and registered ranges are mapped (every simulated
+    // device has CAN_MAP_HOST_MEMORY and unified addressing).
+    if (!(find_alloc_locked(reinterpret_cast<uintptr_t>(p), &base, &a) && a.kind == Kind::Host) &&
+        !registered_find_locked(reinterpret_cast<uintptr_t>(p), &base, &size))
         return CUDA_ERROR_INVALID_VALUE;
     *pdptr = reinterpret_cast<CUdeviceptr>(p);  // unified addressing
     return CUDA_SUCCESS;
@@ -323,6 +333,8 @@ CUresult CUDAAPI cuPointerGetAttribute(void *data, CUpointer_attribute attribute
     } else if (vmm_find_mapping_locked(ptr, 1, &base, &size)) {
         a.kind = Kind::Device;
         a.device = -1;
+    } else if (registered_find_locked(ptr, &base, &size)) {
+        a.kind = Kind::Host;
     } else {
         return CUDA_ERROR_INVALID_VALUE;
     }

@@ -82,6 +82,82 @@ cudaError_t CUDARTAPI cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr_, i
     return ret(drv().cuDeviceGetAttribute(value, static_cast<CUdevice_attribute>(attr_), device));
 }
 
+}  // extern "C"
+
+namespace {
+
+// Texture and surface limits, from the attributes named after them.
+void fill_limits(cudaDeviceProp *p, int dev)
+{
+#define SIM_A(name) attr(CU_DEVICE_ATTRIBUTE_MAXIMUM_##name, dev)
+    p->maxTexture1D = SIM_A(TEXTURE1D_WIDTH);
+    p->maxTexture1DMipmap = SIM_A(TEXTURE1D_MIPMAPPED_WIDTH);
+    p->maxTexture2D[0] = SIM_A(TEXTURE2D_WIDTH);
+    p->maxTexture2D[1] = SIM_A(TEXTURE2D_HEIGHT);
+    p->maxTexture2DMipmap[0] = SIM_A(TEXTURE2D_MIPMAPPED_WIDTH);
+    p->maxTexture2DMipmap[1] = SIM_A(TEXTURE2D_MIPMAPPED_HEIGHT);
+    p->maxTexture2DLinear[0] = SIM_A(TEXTURE2D_LINEAR_WIDTH);
+    p->maxTexture2DLinear[1] = SIM_A(TEXTURE2D_LINEAR_HEIGHT);
+    p->maxTexture2DLinear[2] = SIM_A(TEXTURE2D_LINEAR_PITCH);
+    p->maxTexture2DGather[0] = SIM_A(TEXTURE2D_GATHER_WIDTH);
+    p->maxTexture2DGather[1] = SIM_A(TEXTURE2D_GATHER_HEIGHT);
+    p->maxTexture3D[0] = SIM_A(TEXTURE3D_WIDTH);
+    p->maxTexture3D[1] = SIM_A(TEXTURE3D_HEIGHT);
+    p->maxTexture3D[2] = SIM_A(TEXTURE3D_DEPTH);
+    p->maxTexture3DAlt[0] = SIM_A(TEXTURE3D_WIDTH_ALTERNATE);
+    p->maxTexture3DAlt[1] = SIM_A(TEXTURE3D_HEIGHT_ALTERNATE);
+    p->maxTexture3DAlt[2] = SIM_A(TEXTURE3D_DEPTH_ALTERNATE);
+    p->maxTextureCubemap = SIM_A(TEXTURECUBEMAP_WIDTH);
+    p->maxTexture1DLayered[0] = SIM_A(TEXTURE1D_LAYERED_WIDTH);
+    p->maxTexture1DLayered[1] = SIM_A(TEXTURE1D_LAYERED_LAYERS);
+    p->maxTexture2DLayered[0] = SIM_A(TEXTURE2D_LAYERED_WIDTH);
+    p->maxTexture2DLayered[1] = SIM_A(TEXTURE2D_LAYERED_HEIGHT);
+    p->maxTexture2DLayered[2] = SIM_A(TEXTURE2D_LAYERED_LAYERS);
+    p->maxTextureCubemapLayered[0] = SIM_A(TEXTURECUBEMAP_LAYERED_WIDTH);
+    p->maxTextureCubemapLayered[1] = SIM_A(TEXTURECUBEMAP_LAYERED_LAYERS);
+    p->maxSurface1D = SIM_A(SURFACE1D_WIDTH);
+    p->maxSurface2D[0] = SIM_A(SURFACE2D_WIDTH);
+    p->maxSurface2D[1] = SIM_A(SURFACE2D_HEIGHT);
+    p->maxSurface3D[0] = SIM_A(SURFACE3D_WIDTH);
+    p->maxSurface3D[1] = SIM_A(SURFACE3D_HEIGHT);
+    p->maxSurface3D[2] = SIM_A(SURFACE3D_DEPTH);
+    p->maxSurface1DLayered[0] = SIM_A(SURFACE1D_LAYERED_WIDTH);
+    p->maxSurface1DLayered[1] = SIM_A(SURFACE1D_LAYERED_LAYERS);
+    p->maxSurface2DLayered[0] = SIM_A(SURFACE2D_LAYERED_WIDTH);
+    p->maxSurface2DLayered[1] = SIM_A(SURFACE2D_LAYERED_HEIGHT);
+    p->maxSurface2DLayered[2] = SIM_A(SURFACE2D_LAYERED_LAYERS);
+    p->maxSurfaceCubemap = SIM_A(SURFACECUBEMAP_WIDTH);
+    p->maxSurfaceCubemapLayered[0] = SIM_A(SURFACECUBEMAP_LAYERED_WIDTH);
+    p->maxSurfaceCubemapLayered[1] = SIM_A(SURFACECUBEMAP_LAYERED_LAYERS);
+#undef SIM_A
+}
+
+void fill_features(cudaDeviceProp *p, int dev)
+{
+#define SIM_A(name) attr(CU_DEVICE_ATTRIBUTE_##name, dev)
+    p->tccDriver = SIM_A(TCC_DRIVER);
+    p->pageableMemoryAccessUsesHostPageTables = SIM_A(PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES);
+    p->directManagedMemAccessFromHost = SIM_A(DIRECT_MANAGED_MEM_ACCESS_FROM_HOST);
+    p->sparseCudaArraySupported = SIM_A(SPARSE_CUDA_ARRAY_SUPPORTED);
+    p->hostRegisterReadOnlySupported = SIM_A(READ_ONLY_HOST_REGISTER_SUPPORTED);
+    p->timelineSemaphoreInteropSupported = SIM_A(TIMELINE_SEMAPHORE_INTEROP_SUPPORTED);
+    p->gpuDirectRDMASupported = SIM_A(GPU_DIRECT_RDMA_SUPPORTED);
+    p->gpuDirectRDMAFlushWritesOptions = unsigned(SIM_A(GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS));
+    p->gpuDirectRDMAWritesOrdering = SIM_A(GPU_DIRECT_RDMA_WRITES_ORDERING);
+    p->deferredMappingCudaArraySupported = SIM_A(DEFERRED_MAPPING_CUDA_ARRAY_SUPPORTED);
+    p->unifiedFunctionPointers = SIM_A(UNIFIED_FUNCTION_POINTERS);
+    p->deviceNumaConfig = SIM_A(NUMA_CONFIG);
+    p->mpsEnabled = SIM_A(MPS_ENABLED);
+    p->gpuPciDeviceID = unsigned(SIM_A(GPU_PCI_DEVICE_ID));
+    p->gpuPciSubsystemID = unsigned(SIM_A(GPU_PCI_SUBSYSTEM_ID));
+    p->hostNumaMultinodeIpcSupported = SIM_A(HOST_NUMA_MULTINODE_IPC_SUPPORTED);
+#undef SIM_A
+}
+
+}  // namespace
+
+extern "C" {
+
 cudaError_t CUDARTAPI cudaGetDeviceProperties(cudaDeviceProp *prop, int device)
 {
     if (!prop)
@@ -158,6 +234,8 @@ cudaError_t CUDARTAPI cudaGetDeviceProperties(cudaDeviceProp *prop, int device)
     prop->ipcEventSupported = attr(CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED, device);
     prop->deviceNumaId = attr(CU_DEVICE_ATTRIBUTE_NUMA_ID, device);
     prop->hostNumaId = attr(CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, device);
+    fill_limits(prop, device);
+    fill_features(prop, device);
     return cudaSuccess;
 }
 

@@ -44,6 +44,13 @@
     X(cuMemHostAlloc, cuMemHostAlloc, PFN_cuMemHostAlloc_v2020, 0)                       \
     X(cuMemFreeHost, cuMemFreeHost, PFN_cuMemFreeHost_v2000, 0)                          \
     X(cuMemGetInfo, cuMemGetInfo, PFN_cuMemGetInfo_v3020, 0)                             \
+    X(cuMemHostRegister, cuMemHostRegister, PFN_cuMemHostRegister_v6050, 0)              \
+    X(cuMemHostUnregister, cuMemHostUnregister, PFN_cuMemHostUnregister_v4000, 0)        \
+    X(cuMemHostGetDevicePointer, cuMemHostGetDevicePointer,                              \
+      PFN_cuMemHostGetDevicePointer_v3020, 0)                                            \
+    X(cuMemPrefetchAsync, cuMemPrefetchAsync, PFN_cuMemPrefetchAsync_v12020, 0)          \
+    X(cuMemPrefetchAsync_ptsz, cuMemPrefetchAsync, PFN_cuMemPrefetchAsync_v12020_ptsz, 1) \
+    X(cuMemAdvise, cuMemAdvise, PFN_cuMemAdvise_v12020, 0)                               \
     X(cuMemcpy, cuMemcpy, PFN_cuMemcpy_v4000, 0)                                         \
     X(cuMemcpy_ptds, cuMemcpy, PFN_cuMemcpy_v7000_ptds, 1)                               \
     X(cuMemcpyAsync, cuMemcpyAsync, PFN_cuMemcpyAsync_v4000, 0)                          \

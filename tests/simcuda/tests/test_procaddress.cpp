@@ -64,8 +64,8 @@ TEST_CASE("symbolStatus reports missing and too-new symbols", "[procaddress]")
 
 TEST_CASE("unsimulated driver functions return NOT_SUPPORTED", "[procaddress]")
 {
-    auto fn = reinterpret_cast<CUresult (*)(CUmodule *, const void *)>(symbol("cuModuleLoadData"));
+    auto fn = reinterpret_cast<CUresult (*)(CUgraph *, unsigned)>(symbol("cuGraphCreate"));
     REQUIRE(fn);
-    CUmodule m;
-    CHECK(fn(&m, nullptr) == CUDA_ERROR_NOT_SUPPORTED);
+    CUgraph g;
+    CHECK(fn(&g, 0) == CUDA_ERROR_NOT_SUPPORTED);
 }
