@@ -101,6 +101,15 @@ void Counters::raise_peak(uint64_t now) {
   while (now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {}
 }
 
+uint64_t Counters::window_peak(bool restart) {
+  if (!restart) return peak_.load(std::memory_order_relaxed);
+  uint64_t peak = peak_.exchange(live_bytes(), std::memory_order_relaxed);
+  uint64_t before = earlier_peak_.load(std::memory_order_relaxed);
+  while (peak > before &&
+         !earlier_peak_.compare_exchange_weak(before, peak, std::memory_order_relaxed)) {}
+  return peak;
+}
+
 uint64_t Counters::events() const {
   uint64_t n = 0;
   for (const Stripe &s : stripes_) n += s.events.load(std::memory_order_relaxed);
@@ -127,6 +136,7 @@ void Counters::reset() {
   }
   live_.store(0, std::memory_order_relaxed);
   peak_.store(0, std::memory_order_relaxed);
+  earlier_peak_.store(0, std::memory_order_relaxed);
 }
 
 // Constant-initialised and trivially destructible: no guard on the hot

@@ -54,6 +54,22 @@ TEST_CASE("live bytes and the peak are exact with one allocating thread") {
   CHECK(counters().peak_bytes() == peak);
 }
 
+TEST_CASE("a window's peak starts at the live bytes; the process's peak stays") {
+  counters().reset();
+  counters().add_live(5000);
+  counters().add_live(-4000);  // the process's peak: 5000, live 1000
+  CHECK(counters().window_peak(true) == 5000);
+  CHECK(counters().window_peak(false) == 1000);
+  counters().add_live(300);
+  counters().add_live(-200);
+  CHECK(counters().window_peak(true) == 1300);
+  CHECK(counters().window_peak(false) == 1100);
+  CHECK(counters().peak_bytes() == 5000);
+  counters().add_live(7000);
+  CHECK(counters().peak_bytes() == 8100);
+  CHECK(counters().window_peak(false) == 8100);
+}
+
 namespace {
 std::vector<int64_t> g_seen;
 bool watch_until_alloc(int64_t delta) {
