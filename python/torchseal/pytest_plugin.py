@@ -64,7 +64,7 @@ def pytest_addoption(parser):
                          "under `torchseal run --tensors`)")
     group.addoption("--torchseal-output", metavar="DIR", default=None,
                     help="keep the per-test reports in DIR (default: a temporary "
-                         "directory, removed at the end)")
+                         "directory, and each test's reports are deleted once read)")
 
 
 def pytest_configure(config):
@@ -78,6 +78,13 @@ def pytest_configure(config):
         return
     if not torchseal.available():
         _reexec(config)
+    if os.environ.get("TORCHSEAL_TORCH") != "tensors":
+        # Started under the shim by the user without --tensors: PyTorch's
+        # caching allocator then hides what a test keeps inside its cache.
+        config.issue_config_time_warning(pytest.PytestWarning(
+            "--torchseal: the shim was preloaded without `torchseal run --tensors`; "
+            "with PyTorch, memory a test keeps inside the caching allocator's segments "
+            "is not seen"), stacklevel=2)
     config.pluginmanager.register(_Session(config), "torchseal-session")
 
 
