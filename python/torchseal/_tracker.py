@@ -28,7 +28,7 @@ def _candidates():
     explicit = os.environ.get(_ENV_SHIM)
     if explicit:
         yield explicit
-    yield os.path.join(here, "libtorchseal.so")  # wheel: inside the package
+    yield os.path.join(here, "lib", "libtorchseal.so")  # wheel: inside the package
     # Installed by Meson: <libdir>/torchseal/python/torchseal/ and the shim
     # in <libdir>/torchseal/; build tree: build/python/torchseal/ and
     # build/shim/.

@@ -101,6 +101,18 @@ void Counters::raise_peak(int64_t now) {
   while (now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {}
 }
 
+uint64_t Counters::window_peak(bool restart) {
+  int64_t peak = restart ? peak_.exchange(static_cast<int64_t>(live_bytes()),
+                                          std::memory_order_relaxed)
+                         : peak_.load(std::memory_order_relaxed);
+  if (restart) {
+    int64_t before = earlier_peak_.load(std::memory_order_relaxed);
+    while (peak > before &&
+           !earlier_peak_.compare_exchange_weak(before, peak, std::memory_order_relaxed)) {}
+  }
+  return peak > 0 ? static_cast<uint64_t>(peak) : 0;
+}
+
 uint64_t Counters::events() const {
   uint64_t n = 0;
   for (const Stripe &s : stripes_) n += s.events.load(std::memory_order_relaxed);
@@ -128,6 +140,7 @@ void Counters::reset() {
   }
   live_.store(0, std::memory_order_relaxed);
   peak_.store(0, std::memory_order_relaxed);
+  earlier_peak_.store(0, std::memory_order_relaxed);
 }
 
 // Constant-initialised and trivially destructible: no guard on the hot

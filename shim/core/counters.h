@@ -36,9 +36,19 @@ class Counters {
   uint64_t events() const;
   double self_seconds() const;
   uint64_t live_bytes() const;
+  // The process's peak, across every window (below).
   uint64_t peak_bytes() const {
-    return static_cast<uint64_t>(peak_.load(std::memory_order_relaxed));
+    int64_t now = peak_.load(std::memory_order_relaxed);
+    int64_t before = earlier_peak_.load(std::memory_order_relaxed);
+    int64_t peak = now > before ? now : before;
+    return peak > 0 ? static_cast<uint64_t>(peak) : 0;
   }
+  // The peak since the last restart (or the start), for a caller that
+  // measures one stretch of the program (a pytest test); restart=true then
+  // starts a new window at the live bytes now. The hot path keeps checking
+  // the one peak_ it always did: the process's peak is peak_ or the highest
+  // window peak put aside here.
+  uint64_t window_peak(bool restart);
   void reset();
 
   // Stripe 0 is shared by the threads alive beyond kStripes - 1; every other
@@ -95,6 +105,7 @@ class Counters {
   Stripe stripes_[kStripes];
   alignas(64) std::atomic<int64_t> live_{0};
   alignas(64) std::atomic<int64_t> peak_{0};
+  std::atomic<int64_t> earlier_peak_{0};  // highest closed window (window_peak)
 };
 
 extern Counters g_counters;

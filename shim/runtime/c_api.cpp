@@ -30,4 +30,13 @@ __attribute__((visibility("default"))) int torchseal_dump(const char *reason) {
   return torchseal::write_report("api") >= 0 ? 0 : -1;
 }
 
+// The highest total of live bytes since the previous call with restart != 0
+// (or since recording began); restart != 0 then starts a new window at the
+// bytes live now. The report's peak_bytes stays the process's peak. -1
+// before the first CUDA call. Used by the pytest plugin (limit_cuda_memory).
+__attribute__((visibility("default"))) long long torchseal_peak_bytes(int restart) {
+  if (!torchseal::is_active()) return -1;
+  return static_cast<long long>(torchseal::counters().window_peak(restart != 0));
+}
+
 }  // extern "C"

@@ -149,6 +149,21 @@ TEST_CASE("frees folded before others' allocations never make the peak wrap") {
     cv.notify_all();
   }
   for (auto &t : team) t.join();
+
+TEST_CASE("a window's peak starts at the live bytes; the process's peak stays") {
+  counters().reset();
+  counters().add_live(5000);
+  counters().add_live(-4000);  // the process's peak: 5000, live 1000
+  CHECK(counters().window_peak(true) == 5000);
+  CHECK(counters().window_peak(false) == 1000);
+  counters().add_live(300);
+  counters().add_live(-200);
+  CHECK(counters().window_peak(true) == 1300);
+  CHECK(counters().window_peak(false) == 1100);
+  CHECK(counters().peak_bytes() == 5000);
+  counters().add_live(7000);
+  CHECK(counters().peak_bytes() == 8100);
+  CHECK(counters().window_peak(false) == 8100);
 }
 
 namespace {
