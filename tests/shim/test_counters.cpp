@@ -149,6 +149,7 @@ TEST_CASE("frees folded before others' allocations never make the peak wrap") {
     cv.notify_all();
   }
   for (auto &t : team) t.join();
+}
 
 TEST_CASE("a window's peak starts at the live bytes; the process's peak stays") {
   counters().reset();
