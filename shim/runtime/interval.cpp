@@ -28,13 +28,16 @@ __attribute__((visibility("default"))) int torchseal_start(const char *prefix) {
   if (!prefix || !*prefix) return -1;
   std::lock_guard<std::mutex> lock(g_mutex);
   // Before the shim wakes: a late shim's history goes under this prefix.
-  if (loaded_late() && !is_active()) set_output_prefix(prefix);
+  if (loaded_late() && !is_active()) {
+    set_output_prefix(prefix);
+    request_late_attach();
+  }
   if (!ensure_active()) return -1;
   if (!g_interval_prefix) g_interval_prefix = new std::string();
   *g_interval_prefix = prefix;
   recorder().begin_interval();
   set_interval_open(true);
-  if (loaded_late()) set_output_prefix(prefix);  // an interval open at exit reports here
+  if (recorder().attached_late()) set_output_prefix(prefix);  // an open interval reports here at exit
   log::debug("interval started; its report goes to %s.json", prefix);
   return 0;
 }

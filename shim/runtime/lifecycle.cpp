@@ -48,8 +48,12 @@ const Config *g_config = nullptr;
 const char *g_backend = "hooks";
 
 // Set by the constructor when the CUDA libraries were loaded before the
-// shim: it was dlopen'ed (torchseal.start()), not preloaded.
+// shim: dlopen'ed by torchseal.start(), or by the driver at cuInit
+// (CUDA_INJECTION64_PATH), not preloaded.
 bool g_loaded_late = false;
+// torchseal_start() woke a late shim: the process allocated before it.
+// (An injected shim wakes inside cuInit, before any allocation.)
+std::atomic<bool> g_attach_requested{false};
 // An interval (torchseal_start) is open; its report prefix.
 std::atomic<bool> g_interval_open{false};
 
@@ -188,7 +192,7 @@ void initialise() {
   const char *unwinder = unwinder_init(cfg->unwind);
   report_files_init(*cfg);
   choose_backend(*cfg);
-  if (g_loaded_late) attach_late();
+  if (g_loaded_late && g_attach_requested.load()) attach_late();
   pthread_atfork(nullptr, nullptr, after_fork_child);
   install_dump_signal(cfg->dump_signal);
   // Without torchseal_step() or NVTX steps, growth is judged per time window.
@@ -255,6 +259,7 @@ void note_cuda_initialised() {
 void mark_thread_internal() { t_depth = 1 << 20; }
 
 bool loaded_late() { return g_loaded_late; }
+void request_late_attach() { g_attach_requested.store(true); }
 void set_interval_open(bool open) { g_interval_open.store(open); }
 
 namespace {
@@ -278,9 +283,10 @@ __attribute__((destructor)) void at_exit() {
   unwinder_log_summary();
   // Attached by torchseal.start(), the closed intervals have reported;
   // only one still open at exit gets the exit report (under its prefix).
-  if (g_loaded_late && !g_interval_open.load()) return;
-  // Preloaded, the exit report covers the whole run, before the interval too.
-  if (!g_loaded_late) recorder().end_interval();
+  const bool attached = g_loaded_late && g_attach_requested.load();
+  if (attached && !g_interval_open.load()) return;
+  // Otherwise the exit report covers the whole run, before the interval too.
+  if (!attached) recorder().end_interval();
   int64_t leaks = write_report("exit");
   int code = g_config ? g_config->exit_code : -1;
   if (leaks > 0 && code > 0) {

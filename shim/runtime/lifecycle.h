@@ -43,8 +43,13 @@ void note_cuda_initialised();
 // made on it are never recorded.
 void mark_thread_internal();
 
-// The shim was dlopen'ed after the CUDA libraries (torchseal.start()).
+// The shim was loaded after the CUDA libraries (torchseal.start(), or
+// the driver's injection at cuInit).
 bool loaded_late();
+// torchseal_start() is about to wake a late shim: the process allocated
+// before it, so frees of unknown memory are pre-existing, and the callers'
+// GOT entries are pointed at the hooks.
+void request_late_attach();
 // torchseal_start() .. torchseal_stop(): decides what the exit report does.
 void set_interval_open(bool open);
 
