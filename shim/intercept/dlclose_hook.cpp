@@ -7,6 +7,7 @@
 #include <atomic>
 
 #include "shim/core/unwind/unwinder.h"
+#include "shim/core/loader_walk.h"
 #include "shim/intercept/dlsym_hook.h"
 
 namespace {
@@ -28,7 +29,10 @@ extern "C" __attribute__((visibility("default"))) int dlclose(void *handle) {
   int rc = real(handle);
   // Most dlclose calls only drop a reference; clear only after a real unmap.
   unsigned long long subs = 0;
-  dl_iterate_phdr(read_subs, &subs);
+  {
+    torchseal::LoaderWalkGuard walking;
+    dl_iterate_phdr(read_subs, &subs);
+  }
   if (subs != g_seen_subs.exchange(subs, std::memory_order_relaxed))
     torchseal::unwinder_code_unloaded();
   return rc;

@@ -14,6 +14,7 @@
 #include <unordered_set>
 
 #include "shim/intercept/dlsym_hook.h"
+#include "shim/core/loader_walk.h"
 #include "shim/runtime/log.h"
 
 namespace torchseal::got {
@@ -158,6 +159,7 @@ size_t patch_loaded_objects() {
   if (!g_done) g_done = new std::unordered_set<uintptr_t>();
   if (!find_self()) return 0;
   size_t n = 0;
+  LoaderWalkGuard walking;
   dl_iterate_phdr(patch_one, &n);
   g_patched.store(true, std::memory_order_release);
   return n;
@@ -169,6 +171,7 @@ void patch_new_objects() {
   if (!patched()) return;
   static unsigned long long seen = 0;
   unsigned long long adds = 0;
+  LoaderWalkGuard walking;
   dl_iterate_phdr(
       [](dl_phdr_info *info, size_t size, void *out) {
         if (size >= offsetof(dl_phdr_info, dlpi_adds) + sizeof info->dlpi_adds)

@@ -1,3 +1,4 @@
+#include "shim/core/loader_walk.h"
 #include "shim/runtime/report_files.h"
 
 #include <fcntl.h>
@@ -166,7 +167,10 @@ int64_t write_report(const char *trigger, const std::string &given_prefix) {
     fill_process_info(in.process);
     in.torch_caching_allocator = torch_caching_allocator_in_use();
     in.torch_process = torch_cuda_loaded();
-    in.modules = capture_module_map();
+    {
+      LoaderWalkGuard walking;
+      in.modules = capture_module_map();
+    }
     std::string prefix = given_prefix.empty() ? output_prefix() : given_prefix, error;
     if (prefix.empty()) return -1;
     const bool interval = strcmp(trigger, "stop") == 0;

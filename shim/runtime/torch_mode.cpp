@@ -1,3 +1,4 @@
+#include "shim/core/loader_walk.h"
 #include "shim/runtime/torch_mode.h"
 
 #include <link.h>
@@ -30,6 +31,7 @@ std::string with_async_backend(const std::string &conf) {
 
 bool torch_cuda_loaded() {
   bool loaded = false;
+  LoaderWalkGuard walking;
   dl_iterate_phdr(
       [](dl_phdr_info *info, size_t, void *data) {
         if (info->dlpi_name && strstr(info->dlpi_name, "libc10_cuda.so")) {

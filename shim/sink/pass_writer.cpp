@@ -14,6 +14,7 @@
 #include "report/format/tseal_format.h"
 #include "report/input/module_map.h"
 #include "shim/core/fast_clock.h"
+#include "shim/core/loader_walk.h"
 #include "shim/core/python/python_frames.h"
 #include "shim/runtime/log.h"
 #include "shim/sink/mark_labels.h"
@@ -82,6 +83,7 @@ double unix_now() {
 }
 
 void append_modules_if_changed(std::vector<uint8_t> &out) {
+  LoaderWalkGuard walking;  // both walks below (the count, then the map)
   State &s = S();
   struct Counts {
     unsigned long long adds, subs;

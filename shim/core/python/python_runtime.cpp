@@ -1,3 +1,4 @@
+#include "shim/core/loader_walk.h"
 #include "shim/core/python/python_runtime.h"
 
 #include <dlfcn.h>
@@ -84,6 +85,7 @@ int dl_adds_cb(struct dl_phdr_info *info, size_t size, void *data) {
 
 uint64_t loaded_object_generation() {
   uint64_t adds = 0;
+  LoaderWalkGuard walking;
   dl_iterate_phdr(dl_adds_cb, &adds);
   return adds;
 }
