@@ -171,14 +171,17 @@ void patch_new_objects() {
   if (!patched()) return;
   static unsigned long long seen = 0;
   unsigned long long adds = 0;
-  LoaderWalkGuard walking;
-  dl_iterate_phdr(
-      [](dl_phdr_info *info, size_t size, void *out) {
-        if (size >= offsetof(dl_phdr_info, dlpi_adds) + sizeof info->dlpi_adds)
-          *static_cast<unsigned long long *>(out) = info->dlpi_adds;
-        return 1;
-      },
-      &adds);
+  {
+    // Released before patch_loaded_objects takes it again (not recursive).
+    LoaderWalkGuard walking;
+    dl_iterate_phdr(
+        [](dl_phdr_info *info, size_t size, void *out) {
+          if (size >= offsetof(dl_phdr_info, dlpi_adds) + sizeof info->dlpi_adds)
+            *static_cast<unsigned long long *>(out) = info->dlpi_adds;
+          return 1;
+        },
+        &adds);
+  }
   if (adds == seen) return;
   seen = adds;
   patch_loaded_objects();
