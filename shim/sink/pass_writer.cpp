@@ -197,10 +197,9 @@ void pass(StackTable &stacks) {
   append_new_labels(meta);
   if (segments::active()) {
     // Capped: what the events refer to stays in the main file, the events
-    // go to the segment.
-    std::vector<uint8_t> &events = pass_chunk;
-    for (const Sealed &c : chunks) append_events(events, c);
-    segments::write_pass(meta, chunks.empty() ? std::vector<uint8_t>() : events);
+    // go to the segments.
+    for (const Sealed &c : chunks) S().events_written += c.count;
+    segments::write_pass(meta, chunks);
     return;
   }
   std::vector<uint8_t> &out = pass_chunk;
