@@ -27,13 +27,13 @@ svg.timeline,svg.flame{width:100%;height:auto;display:block}
 svg.timeline .series{fill:none;stroke-width:1.5}svg .grid{stroke:#eee}
 svg .axis{font-size:11px;fill:#555}
 svg .m-step{stroke:#bbb;stroke-dasharray:2 3}svg .m-oom{stroke:#d00;stroke-width:2}
-svg .m-mark{stroke:#36c}svg .m-teardown{stroke:#f80;stroke-width:2}
+svg .m-mark{stroke:#36c}svg .m-dump{stroke:#909;stroke-width:2}svg .m-teardown{stroke:#f80;stroke-width:2}
 svg.flame text{font-size:11px;font-family:ui-monospace,monospace;pointer-events:none}
 svg.flame rect{stroke:#fff;stroke-width:.5}svg.flame g:hover rect{stroke:#000}
 .verdict{font-size:15px;margin:4px 0 8px}table.sites{width:auto}table.sites td{border:none;padding:1px 8px 1px 0}
 .legend .key{margin-right:14px;font-size:12px;white-space:nowrap}
 .legend i{display:inline-block;width:14px;height:4px;margin-right:4px;vertical-align:middle}
-.k-step{background:#bbb}.k-oom{background:#d00}.k-mark{background:#36c}.k-teardown{background:#f80}
+.k-step{background:#bbb}.k-oom{background:#d00}.k-mark{background:#36c}.k-dump{background:#909}.k-teardown{background:#f80}
 svg.spark{width:120px;height:28px;vertical-align:middle}svg.spark polyline{fill:none;stroke:#d62728;stroke-width:1.5}
 )css";
 

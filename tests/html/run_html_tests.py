@@ -9,6 +9,7 @@ Environment (set by tests/html/meson.build):
   TSEAL_HTML_FIXTURE      tests/exports' tseal_fixture (synthetic 1M-event history)
   TSEAL_HTML_SHIM, TSEAL_HTML_SIMCUDA_DIR, TSEAL_HTML_EXAMPLE
                           shim, simcuda build dir and planted_leaks; empty = SKIP
+  TSEAL_HTML_OOM_EXAMPLE  the oom example (its OOM writes a dump); empty = SKIP
   TSEAL_HTML_BUILDDIR     where the screenshot artifact goes (html-report.png)
 
 Exit status: 0 pass, 1 fail, 77 skip (loudly: no Chromium, or a part not built).
@@ -92,19 +93,26 @@ def html_report(inp, out):
     return page
 
 
-def run_planted(tmp):
-    shim, simcuda, exe = env("TSEAL_HTML_SHIM"), env("TSEAL_HTML_SIMCUDA_DIR"), env("TSEAL_HTML_EXAMPLE")
+def run_example(tmp, var, name, extra_env=None):
+    """Runs the example in $var under the shim; its output prefix, or None
+    when the shim, simcuda or the example is not built."""
+    shim, simcuda, exe = env("TSEAL_HTML_SHIM"), env("TSEAL_HTML_SIMCUDA_DIR"), env(var)
     if not (shim and simcuda and exe and os.path.exists(shim) and os.path.exists(exe)):
         return None
     e = with_simcuda(clean_env(drop_prefixes=("TORCHSEAL_",)), simcuda)
     e["LD_PRELOAD"] = preload(shim)
-    prefix = os.path.join(tmp, "p")
+    e.update(extra_env or {})
+    prefix = os.path.join(tmp, name)
     e["TORCHSEAL_OUTPUT"] = prefix
     r = run([exe], e, timeout=120)
     if not os.path.exists(prefix + ".tseal"):
-        raise Failed("no %s.tseal after planted_leaks (rc %d): %s" % (prefix, r.returncode,
-                                                                      r.stderr[-2000:]))
+        raise Failed("no %s.tseal after %s (rc %d): %s" % (prefix, os.path.basename(exe),
+                                                           r.returncode, r.stderr[-2000:]))
     return prefix
+
+
+def run_planted(tmp):
+    return run_example(tmp, "TSEAL_HTML_EXAMPLE", "p")
 
 
 def need_planted(tmp):
@@ -414,7 +422,63 @@ def test_interactive(tmp):
         no_console(b)
     finally:
         b.close()
+    dump_check(tmp)
     return 0
+
+
+def dump_check(tmp):
+    """A real run that dumps (the oom example: its OOM writes P.1.json) has
+    the Dump event in its history: Perfetto shows it as an instant, and the
+    page's timeline marks it on the axis, the trigger named on hover."""
+    prefix = run_example(tmp, "TSEAL_HTML_OOM_EXAMPLE", "oom",
+                         {"SIMCUDA_MEMORY_BYTES": str(64 << 20)})
+    if prefix is None:
+        print("SKIP (dump marker): the oom example is not built")
+        return
+    if not os.path.exists(prefix + ".1.json"):
+        raise Failed("the oom example wrote no dump (%s.1.json)" % prefix)
+    pf = os.path.join(tmp, "oom-trace.json")
+    r = run([env("TSEAL_HTML_CLI"), "export", prefix + ".tseal", "--perfetto", pf], None,
+            timeout=120)
+    if r.returncode != 0:
+        raise Failed("torchseal export --perfetto: " + r.describe())
+    dumps = [e for e in json.load(open(pf))["traceEvents"]
+             if e.get("ph") == "i" and e.get("args", {}).get("trigger") == "oom"]
+    if len(dumps) != 1 or dumps[0]["name"] != "dump (oom)":
+        raise Failed("Perfetto trace: expected one 'dump (oom)' instant, got %r" % dumps)
+    out = os.path.join(tmp, "oom.html")
+    data = page_data(html_report(prefix + ".tseal", out))
+    marks = [i for i, m in enumerate(data["moments"]) if m[1] == "d"]
+    if len(marks) != 1 or data["moments"][marks[0]][2] != "dump (oom)":
+        raise Failed("page data: expected one dump (oom) moment, got %r" % data["moments"])
+    oom = [m[0] for m in data["moments"] if m[1] == "o"]
+    if not oom or data["moments"][marks[0]][0] < oom[0]:
+        raise Failed("the dump is not after the OOM that wrote it: %r" % data["moments"])
+    b = open_page(out)
+    try:
+        b.eval("document.getElementById('ts-axis-time').click()")
+        b.eval("document.getElementById('ts-canvas').scrollIntoView({block: 'center'})")
+        pt = b.eval("window.tsMomentPoint(%d)" % marks[0])
+        if not pt:
+            raise Failed("the dump's marker is outside the axis")
+        b.mouse("mouseMoved", pt[0], pt[1])
+        tip = b.eval("document.getElementById('ts-tip').innerText")
+        if "dump (oom)" not in tip:
+            raise Failed("hovering the dump's marker on the axis shows %r" % tip)
+        labels = b.eval("Array.from(document.querySelectorAll('#ts-moments button'))"
+                        ".map(function(x){return x.textContent;})")
+        if "dump 1" not in labels:
+            raise Failed("no 'dump 1' moment to pick: %r" % labels)
+        # Picking it shows what was live when the dump was written, exactly.
+        b.eval("Array.from(document.querySelectorAll('#ts-moments button'))"
+               ".find(function(x){return x.textContent==='dump 1';}).click()")
+        label = b.eval("document.getElementById('ts-moment-label').textContent")
+        if "dump (oom)" not in label or "bucket" in label:
+            raise Failed("picking the dump shows %r" % label)
+        shot(b, "html-dump.png")
+        no_console(b)
+    finally:
+        b.close()
 
 
 def test_torch(tmp):
