@@ -56,8 +56,8 @@ std::string_view dump_trigger_name(uint64_t code) {
 }
 
 bool dump_trigger_from_name(std::string_view name, DumpTrigger &out) {
-  for (DumpTrigger t : {DumpTrigger::Signal, DumpTrigger::Api, DumpTrigger::Oom,
-                        DumpTrigger::Stop}) {
+  for (DumpTrigger t :
+       {DumpTrigger::Signal, DumpTrigger::Api, DumpTrigger::Oom, DumpTrigger::Stop}) {
     if (dump_trigger_name(static_cast<uint64_t>(t)) == name) {
       out = t;
       return true;
