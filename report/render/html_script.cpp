@@ -493,4 +493,18 @@ window.tsReady = true;
 })();
 )js";
 
+const char kHtmlRowsScript[] = R"js(
+(function () {
+'use strict';
+Array.prototype.forEach.call(document.querySelectorAll('button[data-more]'), function (b) {
+  b.addEventListener('click', function () {
+    var rows = document.getElementById(b.getAttribute('data-more'));
+    var table = b.parentNode.previousElementSibling;
+    table.tBodies[table.tBodies.length - 1].appendChild(document.importNode(rows.content, true));
+    b.parentNode.parentNode.removeChild(b.parentNode);
+  });
+});
+})();
+)js";
+
 }  // namespace torchseal

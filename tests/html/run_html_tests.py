@@ -34,6 +34,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cdp import Browser  # noqa: E402
 
 MAX_PAGE_BYTES = 5 * 1024 * 1024
+SHOWN_ROWS = 50  # report/render/html_report.cpp kShownRows
+# The verdict above the timeline: its first rows, not the 1 MB of them all.
+MAX_BYTES_BEFORE_SCRIPT = 300 * 1024
 RENDER_SECONDS_IDLE = 5.0  # for the printed note only
 PLANTED = ["leak_device_buffer", "leak_async_in_loop", "leak_pinned_staging"]
 
@@ -221,6 +224,13 @@ def test_large_1m(tmp):
             raise Failed("a series has %d points: not down-sampled" % len(pts.split()))
     if "<polyline" not in page:
         raise Failed("no timeline for a 1M-event history")
+    # The timeline's script must not wait for every verdict row to be
+    # parsed: the tables show their first rows, the rest wait at the end.
+    script_at, rows_at = page.index('id="ts-data"'), page.find("<template")
+    print("timeline script at byte %d of %d" % (script_at, size))
+    if rows_at < script_at or script_at > MAX_BYTES_BEFORE_SCRIPT:
+        raise Failed("the timeline's script starts at byte %d (the lazy rows at %d)" % (
+            script_at, rows_at))
     dom, secs = load(out)
     # What keeps the page fast to open is checked above, deterministically:
     # its size and the down-sampled series. The render time itself depends on
@@ -230,6 +240,29 @@ def test_large_1m(tmp):
         secs, RENDER_SECONDS_IDLE))
     if "Leaks (" not in dom:
         raise Failed("the rendered page lacks the leak table")
+    leaks = int(re.search(r"<h2>Leaks \((\d+)\)</h2>", dom).group(1))
+    if leaks <= SHOWN_ROWS:
+        raise Failed("the 1M-event fixture has only %d leak rows: nothing to show lazily" % leaks)
+    b = open_page(out)
+    try:
+        count = "document.querySelectorAll('table.leaks > tbody > tr').length - 1"
+        if b.eval(count) != SHOWN_ROWS:
+            raise Failed("the leak table shows %d rows, not the first %d" % (b.eval(count),
+                                                                            SHOWN_ROWS))
+        label = "show all %d" % leaks
+        clicked = b.eval("(function(){var x=Array.from(document.querySelectorAll("
+                         "'button[data-more]')).find(function(x){return x.textContent===%r;});"
+                         "if(x)x.click();return !!x;})()" % label)
+        if not clicked:
+            raise Failed("no %r button under the leak table" % label)
+        if b.eval(count) != leaks:
+            raise Failed("after %r the leak table has %d rows" % (label, b.eval(count)))
+        # The rows put in keep their lazy stacks (one <details> each).
+        if b.eval("document.querySelectorAll('table.leaks > tbody > tr details').length") < leaks:
+            raise Failed("the rows put in lack their stacks")
+        no_console(b)
+    finally:
+        b.close()
     return 0
 
 
