@@ -159,11 +159,11 @@ int64_t write_report(const char *trigger, const std::string &given_prefix) {
   if (strcmp(trigger, "exit") != 0) holders::before_dump();
   std::lock_guard<std::mutex> lock(g_write_mutex);
   if (g_output_disabled.load()) return -1;
-  // On the history's timeline at the moment the dump is taken; the exit
-  // report is not a dump (the End chunk dates it).
-  DumpTrigger dump;
-  if (dump_trigger_from_name(trigger, dump)) recorder().on_dump(dump);
   try {
+    // On the history's timeline at the moment the dump is taken; the exit
+    // report is not a dump (the End chunk dates it).
+    DumpTrigger dump;
+    if (dump_trigger_from_name(trigger, dump)) recorder().on_dump(dump);
     AnalysisInput in;
     in.trigger = trigger;
     recorder().snapshot(in);
