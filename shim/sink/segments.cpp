@@ -283,13 +283,9 @@ void Slicer::flush() {
   out.reserve(bytes_ + 64 * threads_.size() + 32);
   tseal::append_record(out, Chunk::Pass, tseal::PassRecord{last_ns_});
   for (Thread &t : threads_) {
-    if (!t.count) continue;
-    std::vector<uint8_t> payload;
-    payload.reserve(t.bytes.size() + 24);
-    tseal::ByteWriter w(payload);
-    tseal::EventsHeader{t.tid, t.base_time, t.count}.encode(w);
-    payload.insert(payload.end(), t.bytes.begin(), t.bytes.end());
-    tseal::append_chunk(out, Chunk::Events, payload);
+    if (t.count)
+      tseal::append_events_chunk(out, {t.tid, t.base_time, t.count}, t.bytes.data(),
+                                 t.bytes.size());
   }
   threads_.clear();
   bytes_ = 0;
