@@ -54,6 +54,7 @@ void *service_main(void *) {
   // Not an application thread: nothing it does is a user allocation.
   mark_thread_internal();
   pthread_setname_np(pthread_self(), "torchseal-wr");
+  buffers::set_writer_thread();
   uint64_t next_window = s.window_ns ? now_ns() + s.window_ns : 0;
   while (!s.stop.load()) {
     pollfd pfd{buffers::doorbell(), POLLIN, 0};

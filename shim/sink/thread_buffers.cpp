@@ -25,6 +25,13 @@ std::atomic<bool> g_writer_running{false};
 constexpr size_t kSealBytes = 256 * 1024;       // hand a buffer to the writer past this
 constexpr size_t kPassWakeBytes = 1024 * 1024;  // sealed bytes that start a pass early
 constexpr size_t kFirstBufferBytes = 16 * 1024;
+// Sealed bytes waiting for the writer past which an allocating thread that
+// seals a buffer waits for it (at most kBacklogWaitNs each time). A writer
+// slower than the program (a slow disk; a capped history's replay behind
+// many fast threads) would otherwise hold the difference in memory without
+// bound.
+constexpr size_t kBacklogBytes = 64u << 20;
+constexpr uint64_t kBacklogWaitNs = 200'000'000;
 
 // A thread appends to its own buffer without a locked instruction: it marks
 // itself busy, and the writer, to cut a pass, raises g_cutting and waits
@@ -48,6 +55,7 @@ struct State {
   std::vector<ThreadBuf *> bufs;
   std::vector<Sealed> sealed;  // full buffers waiting for the writer
   size_t sealed_bytes = 0;     // under registry_lock
+  std::atomic<size_t> backlog{0};  // sealed since the last cut
   int wake_fd = -1;
   std::atomic<int> dump_request{0};  // 0 none, 1 signal, 2 api, 3 oom
 };
@@ -63,6 +71,7 @@ std::atomic<uint32_t> g_cutting{0};
 pthread_key_t g_exit_key;
 pthread_once_t g_key_once = PTHREAD_ONCE_INIT;
 thread_local ThreadBuf *t_buf __attribute__((tls_model("initial-exec"))) = nullptr;
+thread_local bool t_writer __attribute__((tls_model("initial-exec"))) = false;
 
 void on_thread_exit(void *p) { static_cast<ThreadBuf *>(p)->dead.store(true); }
 void make_key() { pthread_key_create(&g_exit_key, on_thread_exit); }
@@ -130,6 +139,24 @@ void ring_fd(int fd) {
   (void)ignored;
 }
 
+// Holds the calling thread while the writer is far behind (never the writer
+// itself, and never for long: a stuck writer costs the wait, not a hang).
+void wait_for_writer(State &s) {
+  if (t_writer || s.backlog.load(std::memory_order_relaxed) < kBacklogBytes) return;
+  ring_fd(s.wake_fd);
+  timespec start;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  while (s.backlog.load(std::memory_order_relaxed) >= kBacklogBytes &&
+         g_writer_running.load(std::memory_order_relaxed)) {
+    timespec nap{0, 200'000}, now;
+    nanosleep(&nap, nullptr);
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    uint64_t waited = static_cast<uint64_t>(now.tv_sec - start.tv_sec) * 1'000'000'000 +
+                      static_cast<uint64_t>(now.tv_nsec) - static_cast<uint64_t>(start.tv_nsec);
+    if (waited >= kBacklogWaitNs) return;
+  }
+}
+
 }  // namespace
 
 void append(const Event &e) {
@@ -157,6 +184,7 @@ void append(const Event &e) {
       Guard g(b->lock);
       if (b->used >= kSealBytes) {
         s.sealed_bytes += b->used;
+        s.backlog.fetch_add(b->used, std::memory_order_relaxed);
         s.sealed.push_back(seal(*b));
         // A fast producer must not make one pass huge: a pass is what the
         // reader holds in memory at once, so start the next one early.
@@ -165,6 +193,7 @@ void append(const Event &e) {
       }
     }
     if (wake) ring_fd(s.wake_fd);
+    wait_for_writer(s);
   }
 }
 
@@ -192,6 +221,8 @@ void ring() { ring_fd(S().wake_fd); }
 
 void set_accepting(bool on) { g_writer_running.store(on); }
 
+void set_writer_thread() { t_writer = true; }
+
 int take_dump_request() { return S().dump_request.exchange(0); }
 
 std::vector<Sealed> cut() {
@@ -202,6 +233,7 @@ std::vector<Sealed> cut() {
     Guard g(s.registry_lock);
     chunks.swap(s.sealed);
     s.sealed_bytes = 0;
+    s.backlog.store(0, std::memory_order_relaxed);
     // Every buffer is sealed under all their locks at once: the pass is one
     // cut across threads. Drained one at a time, a thread whose buffer was
     // already drained could allocate (next pass) and hand the memory to a
@@ -235,6 +267,7 @@ void reset_after_fork() {
   s.wake_fd = -1;
   g_writer_running.store(false);
   s.dump_request.store(0);
+  s.backlog.store(0);
   s.registry_lock.reset_after_fork();
   g_cutting.store(0, std::memory_order_relaxed);
   // Other threads' buffers hold the parent's events and may have been

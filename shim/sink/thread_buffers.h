@@ -73,6 +73,10 @@ void ring();
 // Whether append() records at all: on while the service thread runs.
 void set_accepting(bool on);
 
+// Called on the writer thread: it never waits for itself when the backlog
+// of sealed buffers is full.
+void set_writer_thread();
+
 // Takes the dump request (0 none, 1 signal, 2 api, 3 oom).
 int take_dump_request();
 
