@@ -30,6 +30,7 @@
 // and options give the same ledger. torchseal_step/torchseal_mark are looked up with
 // dlsym, so the program also runs without the shim.
 #include <dlfcn.h>
+#include <pthread.h>
 #include <time.h>
 
 #include <barrier>
@@ -38,7 +39,6 @@
 #include <cstring>
 #include <map>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "workload_paths.h"
@@ -250,6 +250,32 @@ void finish(Worker &w) {
   w.planted_live.clear();
 }
 
+struct Boundary {
+  Run *run;
+  uint64_t step = 0;
+  void operator()() noexcept { step_boundary(*run, ++step); }
+};
+using StepBarrier = std::barrier<Boundary>;
+
+struct ThreadArg {
+  Run *run;
+  StepBarrier *sync;
+  int t;
+};
+
+// Plain pthreads, not std::thread: libstdc++'s thread trampoline has no
+// symbols, and an unsymbolized frame keeps its ASLR address in the site, so
+// two runs' sites would not match (torchseal diff, merge).
+void *thread_main(void *p) {
+  auto *a = static_cast<ThreadArg *>(p);
+  for (uint64_t s = 1; s <= a->run->opt.steps; ++s) {
+    step_work(*a->run, a->t, s);
+    a->sync->arrive_and_wait();
+  }
+  finish(a->run->workers[a->t]);
+  return nullptr;
+}
+
 bool parse(int argc, char **argv, Options &o) {
   if (argc < 3) return false;
   char *end = nullptr;
@@ -354,19 +380,17 @@ int steps_main(int argc, char **argv) {
   run.workers.resize(o.threads);
   for (int t = 0; t < o.threads; ++t) run.workers[t].rng = bench::Rng(o.seed * 1000003 + t + 1);
 
-  uint64_t boundary_step = 0;
-  std::barrier sync(o.threads, [&]() noexcept { step_boundary(run, ++boundary_step); });
-  std::vector<std::thread> threads;
+  StepBarrier sync(o.threads, Boundary{&run});
+  std::vector<ThreadArg> args(o.threads);
+  std::vector<pthread_t> threads(o.threads);
   for (int t = 0; t < o.threads; ++t) {
-    threads.emplace_back([&run, &sync, t] {
-      for (uint64_t s = 1; s <= run.opt.steps; ++s) {
-        step_work(run, t, s);
-        sync.arrive_and_wait();
-      }
-      finish(run.workers[t]);
-    });
+    args[t] = {&run, &sync, t};
+    if (pthread_create(&threads[t], nullptr, thread_main, &args[t]) != 0) {
+      std::fprintf(stderr, "bench_workload: cannot start thread %d\n", t);
+      return 1;
+    }
   }
-  for (std::thread &th : threads) th.join();
+  for (pthread_t th : threads) pthread_join(th, nullptr);
   double drained = unix_now();  // everything but the leaks freed
 
   bool failed = false;
