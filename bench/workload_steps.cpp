@@ -80,9 +80,10 @@ constexpr Planted kPlateau = {"planted_plateau_0", planted_plateau_0};
 constexpr int kNumLeaks = sizeof kLeaks / sizeof kLeaks[0];
 constexpr int kNumSteadyLeaks = 2;  // the first ones
 constexpr int kNumGrowth = sizeof kGrowth / sizeof kGrowth[0];
-// torchseal_mark() labels, after the warm-up and near the end (the windows
-// between the last two are in the part of a run a cap keeps in detail).
-constexpr const char *kMarkLabels[] = {"warm-up done", "last tenth", "last twentieth"};
+// torchseal_mark() labels, after the warm-up and near the end: the window
+// between the last two is short and in the part of a run a cap keeps in
+// detail.
+constexpr const char *kMarkLabels[] = {"warm-up done", "4 steps to go", "2 steps to go"};
 constexpr int kNumMarks = sizeof kMarkLabels / sizeof kMarkLabels[0];
 
 // Churn sizes and pool bounds: a thread's pool never holds more than
@@ -367,8 +368,8 @@ int steps_main(int argc, char **argv) {
   run.plateau_end = o.steps * 2 / 5;
   run.spike_step = o.steps / 4;
   run.mark_steps[0] = run.warmup;
-  run.mark_steps[1] = o.steps - o.steps / 10;
-  run.mark_steps[2] = o.steps - o.steps / 20;
+  run.mark_steps[1] = o.steps - 4;
+  run.mark_steps[2] = o.steps - 2;
   // Larger than all churn pools at their fullest plus every planted
   // allocation the run can make (one per planted site and step at most), so
   // nothing else in the run reaches the spike's total. It comes early, so a

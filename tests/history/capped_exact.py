@@ -33,8 +33,8 @@ import tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from harness import Checker, Failed, clean_env, preload, run, with_simcuda  # noqa: E402
 
-SEED, THREADS, SITES, STEPS, EVENTS = 20, 4, 400, 60, 2_000_000
-LIMIT = 2 << 20  # bytes: about a tenth of the uncapped history
+SEED, THREADS, SITES, STEPS, EVENTS = 20, 4, 400, 100, 2_000_000
+LIMIT = 4 << 20  # bytes: about a fifth of the uncapped history
 SIMCUDA_MEMORY = "256GiB"  # the spike that fixes the peak is large
 
 
@@ -110,14 +110,14 @@ def mark_seconds(rep, label):
 def window_checks(c, cli, label, tseal, whole, ledger, capped, bytes_per_event):
     per_step = ledger["events_per_step"]
     marks = {m["label"]: m["after_step"] for m in ledger["marks"]}
-    a, b = marks["last tenth"], marks["last twentieth"]
-    # Window by steps: the last few steps, events of the steps themselves.
-    first = STEPS - 4
+    a, b = marks["4 steps to go"], marks["2 steps to go"]
+    # Window by steps: the last two steps, events of the steps themselves.
+    first = STEPS - 1
     windows = [("--steps %d..%d" % (first, STEPS), ["--steps", "%d..%d" % (first, STEPS)],
                 sum(per_step[first - 1:STEPS]))]
     # Window by time: between two marks, which pause around themselves, so
     # the window holds exactly the steps after the first mark up to the second.
-    t0, t1 = mark_seconds(whole, "last tenth"), mark_seconds(whole, "last twentieth")
+    t0, t1 = mark_seconds(whole, "4 steps to go"), mark_seconds(whole, "2 steps to go")
     windows.append(("--from/--to marks", ["--from", "%.6f" % t0, "--to", "%.6f" % t1],
                     sum(per_step[a:b])))
     for what, args, events in windows:
