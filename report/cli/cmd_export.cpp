@@ -73,6 +73,7 @@ CLI::App *add_export_command(CLI::App &app, ExportOptions &opts) {
                       std::string(r.help));
     }
   }
+  add_window_options(cmd, opts.window);
   cmd->add_option("--device", opts.device, "memory-viz: only this CUDA device")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--since", opts.since,
@@ -103,7 +104,10 @@ CLI::App *add_export_command(CLI::App &app, ExportOptions &opts) {
       "  long run's snapshot with --device, --since/--until or --max-entries.\n\n"
       "TIMES\n"
       "  --since and --until take seconds from the start of the process (e.g. 12.5),\n"
-      "  or absolute unix seconds (any value of at least 1000000000).\n\n"
+      "  or absolute unix seconds (any value of at least 1000000000).\n"
+      "  --from/--to (seconds since the process started) or --steps A..B read only that\n"
+      "  window of the history (a capped history opens only the segments it needs): what\n"
+      "  was live at its start appears as allocated then, and nothing after it is read.\n\n"
       "EXIT STATUS\n"
       "  0 written; 2 bad usage, FILE is missing or not a history file, or an output\n"
       "  cannot be written.\n");
@@ -132,6 +136,8 @@ int export_command(const ExportOptions &opts) {
     print_error("export: --since is after --until");
     return kExitUnusable;
   }
+  HistoryWindow window;
+  if (!resolve_window(opts.window, window)) return kExitUnusable;
   bool first = true;
   for (const Renderer &r : renderers()) {
     if (r.input != RenderInput::History) continue;
@@ -139,6 +145,7 @@ int export_command(const ExportOptions &opts) {
     if (out.empty()) continue;
     RenderRequest req;
     req.source = opts.file;
+    req.window = window;
     req.out_path = out;
     req.device = opts.device;
     req.since = opts.since;

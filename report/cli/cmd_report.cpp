@@ -34,6 +34,7 @@ CLI::App *add_report_command(CLI::App &app, ReportOptions &opts) {
       ->check(CLI::IsMember(formats));
   cmd->add_option("--suppressions", opts.suppressions,
                   "file of leak:PATTERN lines; matching sites move to \"Suppressions used\"");
+  add_window_options(cmd, opts.window);
   cmd->add_option("--html", opts.html,
                   "write a self-contained HTML page (timeline, leak table, flame graph) to PATH "
                   "instead of printing; - = stdout");
@@ -50,10 +51,15 @@ CLI::App *add_report_command(CLI::App &app, ReportOptions &opts) {
       "  \"Suppressions used:\" table (count, bytes, pattern).\n"
       "  --html PATH writes one self-contained page (no network access needed): header,\n"
       "  live-bytes timeline per (device, kind) with step/OOM/mark markers (P.tseal only),\n"
-      "  leak table with collapsible stacks, growing sites and a flame graph of leaked bytes.\n",
+      "  leak table with collapsible stacks, growing sites and a flame graph of leaked bytes.\n"
+      "  --from/--to (seconds since the process started) or --steps A..B report one window\n"
+      "  of a history: what was live at its start is set aside as pre-existing, and its\n"
+      "  leaks are the allocations made in it and still live at its end. A capped\n"
+      "  history (TORCHSEAL_HISTORY_LIMIT) opens only the segments the window needs.\n",
       "0 printed; 2 the file is missing, not a report, or damaged.",
       {"torchseal report torchseal-1234.json",
-       "torchseal report --format json --suppressions ci.supp torchseal-1234.tseal"}));
+       "torchseal report --format json --suppressions ci.supp torchseal-1234.tseal",
+       "torchseal report --steps 1000..1100 torchseal-1234.tseal"}));
   return cmd;
 }
 
@@ -61,9 +67,12 @@ int report_command(const ReportOptions &opts) {
   // One dispatch for both inputs: a P.tseal history is replayed through the
   // same analysis the shim runs at exit; a P.json is read back.
   std::vector<Report> r;
-  if (!load_inputs({opts.file}, opts.suppressions, r)) return kExitUnusable;
+  HistoryWindow window;
+  if (!resolve_window(opts.window, window)) return kExitUnusable;
+  if (!load_inputs({opts.file}, opts.suppressions, r, &window)) return kExitUnusable;
   RenderRequest req;
   req.source = opts.file;
+  req.window = window;
   req.report = &r[0];
   const Renderer *renderer =
       find_renderer(opts.html.empty() ? opts.format : "html", RenderInput::Report);

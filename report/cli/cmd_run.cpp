@@ -109,6 +109,17 @@ void add_setting_options(CLI::App &cmd, RunOptions &opts) {
       case settings::Kind::ReadableFile:
         opt = cmd.add_option(s.option, value, option_help(s))->check(CLI::ExistingFile);
         break;
+      case settings::Kind::Bytes:
+        opt = cmd.add_option(s.option, value, option_help(s))
+                  ->check(CLI::Validator(
+                      [&s](std::string &v) {
+                        unsigned long long n;
+                        return settings::parse_bytes(s, v.c_str(), n)
+                                   ? std::string()
+                                   : "expects " + settings::accepted(s) + ", not '" + v + "'";
+                      },
+                      "SIZE"));
+        break;
       default:
         opt = cmd.add_option(s.option, value, option_help(s));
         break;

@@ -52,8 +52,18 @@ struct RunOptions {
 CLI::App *add_run_command(CLI::App &app, RunOptions &opts);
 int run_command(const RunOptions &opts);  // without --fail-on-leak: returns only on failure
 
+// --from/--to/--steps (DESIGN.md section 11): one window of a history.
+struct WindowArgs {
+  double from_s = -1, to_s = -1;  // -1: unset
+  std::string steps;              // "A..B"
+};
+void add_window_options(CLI::App *cmd, WindowArgs &args);
+// False (the error printed) on a bad range.
+bool resolve_window(const WindowArgs &args, HistoryWindow &w);
+
 struct ReportOptions {
   std::string file;
+  WindowArgs window;
   std::string format = "text";
   std::string suppressions;
   std::string html;  // --html PATH: write a self-contained HTML page instead of printing
@@ -63,6 +73,7 @@ int report_command(const ReportOptions &opts);
 
 struct ExportOptions {
   std::string file;
+  WindowArgs window;
   std::map<std::string, std::string> outputs;  // history renderer name -> OUT ("" = not asked)
   int device = -1;                             // -1 = all devices
   double since = -1, until = -1;               // -1 = unset; seconds from start, or unix seconds
@@ -106,7 +117,7 @@ int merge_command(const MergeOptions &opts);
 // (may be empty) applied; prints warnings, and on failure the one-line
 // error: the caller then exits with kExitUnusable.
 bool load_inputs(const std::vector<std::string> &paths, const std::string &suppressions,
-                 std::vector<Report> &out);
+                 std::vector<Report> &out, const HistoryWindow *window = nullptr);
 
 // Writes `text` to `path` ("-" = stdout) atomically enough for CI: a
 // temporary file renamed into place. Prints the one-line error on failure.

@@ -8,6 +8,7 @@
 
 #include "report/analysis/suppressions.h"
 #include "report/cli/commands.h"
+#include "report/input/history_reader.h"
 #include "report/input/load_report.h"
 
 namespace torchseal::cli {
@@ -15,7 +16,7 @@ namespace torchseal::cli {
 namespace {
 
 bool load_all(const std::vector<std::string> &paths, const std::string &suppressions,
-              std::vector<Report> &out, std::string &error) {
+              std::vector<Report> &out, std::string &error, const HistoryWindow *window) {
   Suppressions supp;
   if (!suppressions.empty() && !supp.load(suppressions, error)) return false;
   AnalysisOptions opts;
@@ -23,7 +24,7 @@ bool load_all(const std::vector<std::string> &paths, const std::string &suppress
   for (const std::string &path : paths) {
     Report r;
     std::vector<std::string> warnings;
-    bool ok = load_report(path, r, error, warnings, opts);
+    bool ok = load_report(path, r, error, warnings, opts, window);
     for (const std::string &w : warnings)
       std::fprintf(stderr, "torchseal: warning: %s\n", w.c_str());
     if (!ok) return false;
@@ -75,9 +76,9 @@ bool write_all(const std::string &path, const std::string &text, std::string &er
 }  // namespace
 
 bool load_inputs(const std::vector<std::string> &paths, const std::string &suppressions,
-                 std::vector<Report> &out) {
+                 std::vector<Report> &out, const HistoryWindow *window) {
   std::string error;
-  if (load_all(paths, suppressions, out, error)) return true;
+  if (load_all(paths, suppressions, out, error, window)) return true;
   print_error(error);
   return false;
 }
@@ -87,6 +88,35 @@ bool write_output(const std::string &path, const std::string &text) {
   if (write_all(path, text, error)) return true;
   print_error(error);
   return false;
+}
+
+void add_window_options(CLI::App *cmd, WindowArgs &args) {
+  cmd->add_option("--from", args.from_s, "read the history from SECONDS after the process started");
+  cmd->add_option("--to", args.to_s, "... up to SECONDS after the process started");
+  cmd->add_option("--steps", args.steps,
+                  "read the history's steps A..B (both included; A.. or ..B leave an end open)")
+      ->excludes("--from")
+      ->excludes("--to");
+}
+
+bool resolve_window(const WindowArgs &args, HistoryWindow &w) {
+  w = HistoryWindow{};
+  std::string error;
+  if (!args.steps.empty()) {
+    if (parse_step_range(args.steps, w, error)) return true;
+    print_error(error);
+    return false;
+  }
+  if (args.from_s < 0 && args.to_s < 0) return true;
+  if ((args.from_s >= 0 && args.to_s >= 0 && args.from_s > args.to_s)) {
+    print_error("--from " + std::to_string(args.from_s) + " is after --to " +
+                std::to_string(args.to_s));
+    return false;
+  }
+  w.by_time = true;
+  w.from_s = args.from_s < 0 ? 0 : args.from_s;
+  w.to_s = args.to_s;
+  return true;
 }
 
 }  // namespace torchseal::cli

@@ -41,11 +41,11 @@ size_t put_chunk(uint8_t *dst, Chunk type, const uint8_t *payload, size_t n) {
   return kChunkHeaderSize + n;
 }
 
-void append_file_header(std::vector<uint8_t> &out) {
+void append_file_header(std::vector<uint8_t> &out, uint32_t flags) {
   out.insert(out.end(), kMagic, kMagic + sizeof kMagic);
   ByteWriter w(out);
   w.u32(kVersion);
-  w.u32(0);
+  w.u32(flags);
 }
 
 }  // namespace torchseal::tseal

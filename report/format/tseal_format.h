@@ -42,11 +42,21 @@ enum class Chunk : uint8_t {
   End = 8,       // end: end time, totals, exit-time flags
   Labels = 9,    // newly interned mark labels
   Verdict = 10,  // exit-time verdict of a Python process or of its OOMs (clean exit)
+  // Segmented histories (checkpoint.h):
+  Segment = 11,          // main file: index entry of one closed segment
+  CheckpointBegin = 12,  // segment file: the replay state it starts from ...
+  CheckpointPart = 13,   // ... in parts
 };
+
+// File header flags. A capped history is a main file (process, stacks,
+// labels, modules, the segment index, end and verdict) and segment files
+// P.tseal.000001, ... (a checkpoint, then passes of events).
+inline constexpr uint32_t kFlagSegmented = 1;  // the main file of a segmented history
+inline constexpr uint32_t kFlagSegment = 2;    // one segment file
 
 // The highest chunk type this version writes; a reader skips chunks of a
 // higher type whose checksum matches (docs/tseal-format.md, append-only rules).
-inline constexpr uint8_t kLastChunk = static_cast<uint8_t>(Chunk::Verdict);
+inline constexpr uint8_t kLastChunk = static_cast<uint8_t>(Chunk::CheckpointPart);
 
 // ---- little-endian fixed-width and LEB128 varints ----
 
@@ -188,7 +198,7 @@ uint32_t crc32(const uint8_t *data, size_t n);
 
 // Appends a complete chunk (header + payload) to `out`.
 void append_chunk(std::vector<uint8_t> &out, Chunk type, const std::vector<uint8_t> &payload);
-void append_file_header(std::vector<uint8_t> &out);
+void append_file_header(std::vector<uint8_t> &out, uint32_t flags = 0);
 // The same into raw memory with room for kChunkHeaderSize + n, for paths
 // that must not allocate. Returns the bytes written.
 size_t put_chunk(uint8_t *dst, Chunk type, const uint8_t *payload, size_t n);

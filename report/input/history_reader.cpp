@@ -3,226 +3,168 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 
 #include "report/format/event_codec.h"
-#include "report/format/records.h"
-#include "report/format/tseal_format.h"
+#include "report/input/chunk_reader.h"
 
 namespace torchseal {
-namespace {
 
 using tseal::ByteReader;
 using tseal::Chunk;
 
-struct FileCloser {
-  void operator()(FILE *f) const {
-    if (f) fclose(f);
-  }
-};
-
-struct PendingEvent {
-  Event e;
-  uint64_t seq;  // file order, to keep the sort stable and deterministic
-};
-
-class Reader {
- public:
-  Reader(HistorySink &sink, std::vector<std::string> &warnings, const std::string &path)
-      : sink_(sink), warnings_(warnings), path_(path) {}
-
-  bool chunk(Chunk type, const uint8_t *p, size_t n) {
-    ByteReader r(p, n);
-    switch (type) {
-      case Chunk::Process:
-        return process(r);
-      case Chunk::Modules:
-        return modules(r);
-      case Chunk::Stacks:
-        return stacks(r);
-      case Chunk::PyStacks:
-        return pystacks(r);
-      case Chunk::Events:
-        return events(r);
-      case Chunk::Pass:
-        flush_pass();
-        return true;
-      case Chunk::Symbols:
-        return symbols(r);
-      case Chunk::End:
-        return end(r);
-      case Chunk::Labels:
-        return labels(r);
-      case Chunk::Verdict:
-        return verdict(r);
+bool ChunkReader::chunk(Chunk type, const uint8_t *p, size_t n) {
+  ByteReader r(p, n);
+  if (checkpoint_.active() && type != Chunk::CheckpointPart && !deliver_checkpoint()) return false;
+  switch (type) {
+    case Chunk::Process: {
+      tseal::ProcessRecord rec;
+      if (!rec.decode(r)) return false;
+      process_ = rec.info;
+      clock_base_ = rec.clock_base;
+      sink_.on_process(rec.info, rec.clock_base);
+      return true;
     }
-    return true;  // a newer writer's chunk type: skipped (docs/tseal-format.md)
-  }
-
-  void finish() { flush_pass(); }
-  uint64_t events() const { return events_; }
-  bool clean() const { return clean_; }
-
- private:
-  bool process(ByteReader &r) {
-    tseal::ProcessRecord rec;
-    if (!rec.decode(r)) return false;
-    sink_.on_process(rec.info, rec.clock_base);
-    return true;
-  }
-
-  bool modules(ByteReader &r) {
-    tseal::ModulesRecord rec;
-    if (!rec.decode(r)) return false;
-    sink_.on_modules(rec.modules);
-    return true;
-  }
-
-  bool stacks(ByteReader &r) {
-    tseal::StacksRecord rec;
-    if (!rec.decode(r)) return false;
-    for (auto &[id, ips] : rec.stacks) sink_.on_stack(id, std::move(ips));
-    return true;
-  }
-
-  // String ids refer to this chunk's strings or an earlier chunk's.
-  bool pystacks(ByteReader &r) {
-    tseal::PyStacksRecord rec;
-    if (!rec.decode(r)) return false;
-    for (auto &[id, str] : rec.strings) {
-      if (py_strings_.size() <= id) py_strings_.resize(id + 1);
-      py_strings_[id] = std::move(str);
+    case Chunk::Modules: {
+      tseal::ModulesRecord rec;
+      if (!rec.decode(r)) return false;
+      sink_.on_modules(rec.modules);
+      return true;
     }
-    for (auto &[id, refs] : rec.stacks) {
-      std::vector<PyFrame> frames;
-      frames.reserve(refs.size());
-      for (const auto &f : refs) {
-        if (f.function >= py_strings_.size() || f.file >= py_strings_.size()) return false;
-        frames.push_back({py_strings_[f.function], py_strings_[f.file], static_cast<int>(f.line)});
+    case Chunk::Stacks: {
+      tseal::StacksRecord rec;
+      if (!rec.decode(r)) return false;
+      for (auto &[id, ips] : rec.stacks) sink_.on_stack(id, std::move(ips));
+      return true;
+    }
+    case Chunk::PyStacks: {
+      // String ids refer to this chunk's strings or an earlier chunk's.
+      tseal::PyStacksRecord rec;
+      if (!rec.decode(r)) return false;
+      for (auto &[id, str] : rec.strings) {
+        if (py_strings_.size() <= id) py_strings_.resize(id + 1);
+        py_strings_[id] = std::move(str);
       }
-      sink_.on_pystack(id, std::move(frames));
+      for (auto &[id, refs] : rec.stacks) {
+        std::vector<PyFrame> frames;
+        frames.reserve(refs.size());
+        for (const auto &f : refs) {
+          if (f.function >= py_strings_.size() || f.file >= py_strings_.size()) return false;
+          frames.push_back(
+              {py_strings_[f.function], py_strings_[f.file], static_cast<int>(f.line)});
+        }
+        sink_.on_pystack(id, std::move(frames));
+      }
+      return true;
     }
-    return true;
-  }
-
-  bool events(ByteReader &r) {
-    tseal::EventsHeader h;
-    if (!h.decode(r)) return false;
-    tseal::CodecState st;
-    st.reset(h.base_time);
-    Event e;
-    uint64_t got = 0;
-    while (tseal::decode_event(r, st, e)) {
-      e.tid = h.tid;
-      pending_.push_back({e, seq_++});
-      ++got;
+    case Chunk::Events: {
+      tseal::EventsHeader h;
+      if (!h.decode(r)) return false;
+      tseal::CodecState st;
+      st.reset(h.base_time);
+      Event e;
+      uint64_t got = 0;
+      while (tseal::decode_event(r, st, e)) {
+        e.tid = h.tid;
+        pending_.push_back({e, seq_++});
+        ++got;
+      }
+      return r.ok() && got == h.count;
     }
-    return r.ok() && got == h.count;
+    case Chunk::Pass:
+      flush_pass();
+      return true;
+    case Chunk::Symbols: {
+      tseal::SymbolsRecord rec;
+      if (!rec.decode(r)) return false;
+      for (auto &[ip, frames] : rec.ips) sink_.on_symbol(ip, std::move(frames));
+      return true;
+    }
+    case Chunk::End: {
+      tseal::EndRecord rec;
+      if (!rec.decode(r)) return false;
+      clean_ = rec.clean;
+      end_ = rec;
+      if (!hold_end_) release_held();
+      return true;
+    }
+    case Chunk::Labels: {
+      tseal::LabelsRecord rec;
+      if (!rec.decode(r)) return false;
+      for (auto &[id, label] : rec.labels) sink_.on_label(id, std::move(label));
+      return true;
+    }
+    case Chunk::Verdict: {
+      // Written after the last pass: its OOMs refer to events already read.
+      tseal::VerdictRecord rec;
+      if (!rec.decode(r)) return false;
+      verdict_ = std::move(rec);
+      if (!hold_end_) release_held();
+      return true;
+    }
+    case Chunk::Segment: {
+      tseal::SegmentRecord rec;
+      if (!rec.decode(r)) return false;
+      segments_.push_back(rec);
+      return true;
+    }
+    case Chunk::CheckpointBegin:
+      return checkpoint_.begin(r);
+    case Chunk::CheckpointPart:
+      return checkpoint_.part(r);
   }
-
-  bool symbols(ByteReader &r) {
-    tseal::SymbolsRecord rec;
-    if (!rec.decode(r)) return false;
-    for (auto &[ip, frames] : rec.ips) sink_.on_symbol(ip, std::move(frames));
-    return true;
-  }
-
-  bool labels(ByteReader &r) {
-    tseal::LabelsRecord rec;
-    if (!rec.decode(r)) return false;
-    for (auto &[id, label] : rec.labels) sink_.on_label(id, std::move(label));
-    return true;
-  }
-
-  // Written after the last pass: its OOMs refer to events already read.
-  bool verdict(ByteReader &r) {
-    tseal::VerdictRecord rec;
-    if (!rec.decode(r)) return false;
-    flush_pass();
-    sink_.on_verdict(std::move(rec));
-    return true;
-  }
-
-  bool end(ByteReader &r) {
-    tseal::EndRecord rec;
-    if (!rec.decode(r)) return false;
-    flush_pass();
-    clean_ = rec.clean;
-    sink_.on_end(rec.end_time, rec.events, rec.clean);
-    sink_.on_exit_flags(rec.flags);
-    return true;
-  }
-
-  // Events of one pass all precede the next pass's (see tseal_format.h).
-  void flush_pass() {
-    std::sort(pending_.begin(), pending_.end(), [](const PendingEvent &a, const PendingEvent &b) {
-      return a.e.time_ns != b.e.time_ns ? a.e.time_ns < b.e.time_ns : a.seq < b.seq;
-    });
-    for (const PendingEvent &p : pending_) sink_.on_event(p.e);
-    events_ += pending_.size();
-    pending_.clear();
-    // One unusually large pass must not pin its memory for the rest of the file.
-    if (pending_.capacity() > (1u << 16)) pending_.shrink_to_fit();
-  }
-
-  HistorySink &sink_;
-  std::vector<std::string> &warnings_;
-  const std::string &path_;
-  std::vector<PendingEvent> pending_;
-  std::vector<std::string> py_strings_;  // id -> string, for PyStacks chunks
-  uint64_t seq_ = 0;
-  uint64_t events_ = 0;
-  bool clean_ = false;
-};
-
-}  // namespace
-
-bool looks_like_history(const std::string &path) {
-  std::unique_ptr<FILE, FileCloser> f(fopen(path.c_str(), "rb"));
-  char magic[8];
-  return f && fread(magic, 1, 8, f.get()) == 8 && memcmp(magic, tseal::kMagic, 8) == 0;
+  return true;  // a newer writer's chunk type: skipped (docs/tseal-format.md)
 }
 
-bool read_history(const std::string &path, HistorySink &sink, std::string &error,
-                  std::vector<std::string> &warnings, HistoryReadStats *stats,
-                  void (*progress)(uint64_t, uint64_t)) {
-  std::unique_ptr<FILE, FileCloser> f(fopen(path.c_str(), "rb"));
-  if (!f) {
-    error = "cannot open " + path + ": " + strerror(errno);
-    return false;
-  }
-  fseeko(f.get(), 0, SEEK_END);
-  uint64_t total = static_cast<uint64_t>(ftello(f.get()));
-  fseeko(f.get(), 0, SEEK_SET);
+bool ChunkReader::deliver_checkpoint() {
+  tseal::CheckpointRecord c = checkpoint_.take();
+  if (checkpoints_ == Checkpoints::Skip) return true;
+  bool whole = checkpoints_ == Checkpoints::Whole;
+  checkpoints_ = Checkpoints::Skip;  // the file's later segments continue from here
+  sink_.on_checkpoint(std::move(c), whole);
+  return true;
+}
 
-  uint8_t header[tseal::kFileHeaderSize];
-  if (fread(header, 1, sizeof header, f.get()) != sizeof header ||
-      memcmp(header, tseal::kMagic, sizeof tseal::kMagic) != 0) {
-    error = path + " is not a torchseal history file";
-    return false;
+void ChunkReader::release_held() {
+  flush_pass();
+  if (end_) {
+    sink_.on_end(end_->end_time, end_->events, end_->clean);
+    sink_.on_exit_flags(end_->flags);
+    end_.reset();
   }
-  ByteReader hr(header + 8, 8);
-  uint32_t version = hr.u32();
-  if (version != tseal::kVersion) {
-    error = path + " is a torchseal history file of version " + std::to_string(version) +
-            ", which this torchseal (version " + std::to_string(tseal::kVersion) + ") cannot read";
-    return false;
+  if (verdict_) {
+    sink_.on_verdict(std::move(*verdict_));
+    verdict_.reset();
   }
+}
 
-  Reader reader(sink, warnings, path);
-  uint64_t offset = sizeof header, next_progress = 8u << 20;
-  uint64_t chunks = 0;
+// Events of one pass all precede the next pass's (see tseal_format.h).
+void ChunkReader::flush_pass() {
+  if (checkpoint_.active()) deliver_checkpoint();
+  std::sort(pending_.begin(), pending_.end(), [](const PendingEvent &a, const PendingEvent &b) {
+    return a.e.time_ns != b.e.time_ns ? a.e.time_ns < b.e.time_ns : a.seq < b.seq;
+  });
+  for (const PendingEvent &p : pending_) sink_.on_event(p.e);
+  events_ += pending_.size();
+  pending_.clear();
+  // One unusually large pass must not pin its memory for the rest of the file.
+  if (pending_.capacity() > (1u << 16)) pending_.shrink_to_fit();
+}
+
+ChunkFileResult read_chunk_file(FILE *f, ChunkReader &reader,
+                                const std::function<void(uint64_t)> &progress) {
+  ChunkFileResult res;
+  res.offset = tseal::kFileHeaderSize;
+  uint64_t next_progress = 8u << 20;
   std::vector<uint8_t> payload;
-  bool truncated = false;
-  std::string damage;
   for (;;) {
     uint8_t ch[tseal::kChunkHeaderSize];
-    size_t got = fread(ch, 1, sizeof ch, f.get());
+    size_t got = fread(ch, 1, sizeof ch, f);
     if (got == 0) break;
     if (got < sizeof ch) {
-      damage = "a partial chunk header";
-      truncated = true;
+      res.damage = "a partial chunk header";
       break;
     }
     ByteReader cr(ch, sizeof ch);
@@ -233,37 +175,116 @@ bool read_history(const std::string &path, HistorySink &sink, std::string &error
     uint32_t len = cr.u32();
     uint32_t crc = cr.u32();
     if (type < static_cast<uint8_t>(Chunk::Process) || len > tseal::kMaxChunkPayload) {
-      damage = "an invalid chunk header";
-      truncated = true;
+      res.damage = "an invalid chunk header";
       break;
     }
     payload.resize(len);
-    if (fread(payload.data(), 1, len, f.get()) != len) {
-      damage = "a partial chunk";
-      truncated = true;
+    if (fread(payload.data(), 1, len, f) != len) {
+      res.damage = "a partial chunk";
       break;
     }
     if (tseal::crc32(payload.data(), len) != crc) {
-      damage = "a chunk whose checksum does not match";
-      truncated = true;
+      res.damage = "a chunk whose checksum does not match";
       break;
     }
     if (!reader.chunk(static_cast<Chunk>(type), payload.data(), len)) {
-      damage = "a chunk that does not decode";
-      truncated = true;
+      res.damage = "a chunk that does not decode";
       break;
     }
-    offset += sizeof ch + len;
-    ++chunks;
-    if (progress && offset >= next_progress) {
-      progress(offset, total);
-      next_progress = offset + (8u << 20);
+    res.offset += sizeof ch + len;
+    ++res.chunks;
+    if (progress && res.offset >= next_progress) {
+      progress(res.offset);
+      next_progress = res.offset + (8u << 20);
     }
   }
-  reader.finish();
+  reader.flush_pass();
+  return res;
+}
+
+FILE *open_history_file(const std::string &path, uint32_t &flags, std::string &error) {
+  FILE *f = fopen(path.c_str(), "rb");
+  if (!f) {
+    error = "cannot open " + path + ": " + strerror(errno);
+    return nullptr;
+  }
+  uint8_t header[tseal::kFileHeaderSize];
+  if (fread(header, 1, sizeof header, f) != sizeof header ||
+      memcmp(header, tseal::kMagic, sizeof tseal::kMagic) != 0) {
+    fclose(f);
+    error = path + " is not a torchseal history file";
+    return nullptr;
+  }
+  ByteReader hr(header + 8, 8);
+  uint32_t version = hr.u32();
+  flags = hr.u32();
+  if (version != tseal::kVersion) {
+    fclose(f);
+    error = path + " is a torchseal history file of version " + std::to_string(version) +
+            ", which this torchseal (version " + std::to_string(tseal::kVersion) + ") cannot read";
+    return nullptr;
+  }
+  return f;
+}
+
+bool looks_like_history(const std::string &path) {
+  FILE *f = fopen(path.c_str(), "rb");
+  if (!f) return false;
+  char magic[8];
+  bool ok = fread(magic, 1, 8, f) == 8 && memcmp(magic, tseal::kMagic, 8) == 0;
+  fclose(f);
+  return ok;
+}
+
+bool parse_step_range(const std::string &text, HistoryWindow &w, std::string &error) {
+  size_t dots = text.find("..");
+  auto number = [](const std::string &s, uint64_t &out) {
+    if (s.empty()) return true;
+    char *end = nullptr;
+    errno = 0;
+    unsigned long long v = strtoull(s.c_str(), &end, 10);
+    if (errno || *end || s[0] == '-' || v == 0) return false;
+    out = v;
+    return true;
+  };
+  uint64_t a = 0, b = 0;
+  if (dots == std::string::npos || !number(text.substr(0, dots), a) ||
+      !number(text.substr(dots + 2), b) || (a && b && a > b) || (!a && !b)) {
+    error = "--steps expects A..B with step numbers from 1 (A.. and ..B too), not '" + text + "'";
+    return false;
+  }
+  w.by_steps = true;
+  w.from_step = a;
+  w.to_step = b;
+  return true;
+}
+
+bool read_history(const std::string &path, HistorySink &sink, std::string &error,
+                  std::vector<std::string> &warnings, HistoryReadStats *stats,
+                  void (*progress)(uint64_t, uint64_t), const HistoryWindow *window) {
+  uint32_t flags = 0;
+  std::unique_ptr<FILE, int (*)(FILE *)> f(open_history_file(path, flags, error), fclose);
+  if (!f) return false;
+  if (flags & tseal::kFlagSegment) {
+    error = path + " is one segment of a capped history: read its main file (the name without "
+                   "the ." + std::string("NNNNNN suffix)");
+    return false;
+  }
+  if (flags & tseal::kFlagSegmented)
+    return read_segmented(path, f.get(), sink, error, warnings, stats, progress, window);
+
+  fseeko(f.get(), 0, SEEK_END);
+  uint64_t total = static_cast<uint64_t>(ftello(f.get()));
+  fseeko(f.get(), tseal::kFileHeaderSize, SEEK_SET);
+  ChunkReader reader(sink);
+  ChunkFileResult res = read_chunk_file(f.get(), reader, [&](uint64_t done) {
+    if (progress) progress(done, total);
+  });
+  sink.on_read_done();
+  bool truncated = !res.damage.empty();
   if (truncated) {
     warnings.push_back("history file " + path + " is truncated or corrupt at byte " +
-                       std::to_string(offset) + " (" + damage + "); using the " +
+                       std::to_string(res.offset) + " (" + res.damage + "); using the " +
                        std::to_string(reader.events()) + " events before it");
   } else if (!reader.clean()) {
     truncated = true;
@@ -273,8 +294,8 @@ bool read_history(const std::string &path, HistorySink &sink, std::string &error
                        std::to_string(reader.events()) + " events it holds");
   }
   if (stats) {
-    stats->bytes = offset;
-    stats->chunks = chunks;
+    stats->bytes = res.offset;
+    stats->chunks = res.chunks;
     stats->events = reader.events();
     stats->clean_end = reader.clean();
     stats->truncated = truncated;

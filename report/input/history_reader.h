@@ -9,9 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "report/format/checkpoint.h"
 #include "report/format/records.h"
 #include "report/model/analysis_input.h"
 #include "report/model/event.h"
+#include "report/model/history_window.h"
 #include "report/model/report_model.h"
 
 namespace torchseal {
@@ -36,22 +38,43 @@ class HistorySink {
   // The exit report's verdict (Verdict chunk: holder scan, site holders,
   // OOM verdicts); after every event it refers to.
   virtual void on_verdict(tseal::VerdictRecord && /*verdict*/) {}
+  // A segment's checkpoint (segmented histories): the replay state where the
+  // events that follow begin. `whole`: the read starts here and the summary
+  // stands for every event before it; else only the live state matters (a
+  // window that starts in this segment).
+  virtual void on_checkpoint(tseal::CheckpointRecord && /*c*/, bool /*whole*/) {}
+  // True once the sink wants no more events (a window has ended): the reader
+  // opens no further segment.
+  virtual bool done() const { return false; }
+  // Every chunk has been delivered.
+  virtual void on_read_done() {}
 };
 
+// Parses "--steps A..B" ("A..", "..B" too); false with a one-line error.
+bool parse_step_range(const std::string &text, HistoryWindow &w, std::string &error);
+
 struct HistoryReadStats {
-  uint64_t bytes = 0;
+  uint64_t bytes = 0;  // bytes read (every file)
   uint64_t chunks = 0;
   uint64_t events = 0;
   bool clean_end = false;
   bool truncated = false;
+  // Segmented histories (0 for a single file): segments the index lists
+  // (written), still on disk, and read for this request; the writer's
+  // target segment size and cap.
+  uint64_t segments = 0, segments_on_disk = 0, segments_read = 0;
+  uint64_t segment_bytes = 0, limit_bytes = 0;
 };
 
 // Returns false with a one-line `error` when the file is unusable (not ours,
 // unknown version, unreadable). Damage after a valid header is a warning.
 // `progress(done_bytes, total_bytes)`, if set, is called every few MB.
+// A window makes a segmented history open only the segments that overlap it
+// (the sink applies the window itself: report/replay/replay.h).
 bool read_history(const std::string &path, HistorySink &sink, std::string &error,
                   std::vector<std::string> &warnings, HistoryReadStats *stats = nullptr,
-                  void (*progress)(uint64_t, uint64_t) = nullptr);
+                  void (*progress)(uint64_t, uint64_t) = nullptr,
+                  const HistoryWindow *window = nullptr);
 
 // True if the file starts with the .tseal magic (cheap sniff for the CLI).
 bool looks_like_history(const std::string &path);

@@ -11,11 +11,14 @@
 
 namespace torchseal {
 
+// `window`: only that part of a history's run (an error for a P.json).
 bool load_report(const std::string &path, Report &out, std::string &error,
-                 std::vector<std::string> &warnings, const AnalysisOptions &opts = {});
+                 std::vector<std::string> &warnings, const AnalysisOptions &opts = {},
+                 const HistoryWindow *window = nullptr);
 
 // Analysis of a history file only (report from the replayed state).
 bool analyze_history(const std::string &path, Report &out, std::string &error,
-                     std::vector<std::string> &warnings, const AnalysisOptions &opts = {});
+                     std::vector<std::string> &warnings, const AnalysisOptions &opts = {},
+                     const HistoryWindow *window = nullptr);
 
 }  // namespace torchseal

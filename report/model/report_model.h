@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "report/model/analysis_input.h"
+#include "report/model/history_window.h"
 
 namespace torchseal {
 
@@ -133,6 +134,7 @@ struct Report {
   std::vector<InvalidFreeEntry> invalid_frees;
   std::vector<SuppressionUse> suppressions_used;  // file order of first use
   std::vector<Mark> marks;                        // oldest first; from history files
+  HistoryReadInfo history;  // a report read from a history: what was read, which window
 };
 
 }  // namespace torchseal

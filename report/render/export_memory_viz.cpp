@@ -682,11 +682,11 @@ class VizObserver : public ReplayObserver {
   uint64_t vmm_next_ = 1ull << 52;
 };
 
-bool read_pass(const std::string &path, Replay &replay, int pass, std::string &error,
-               std::vector<std::string> *warnings) {
+bool read_pass(const std::string &path, Replay &replay, const HistoryWindow &window, int pass,
+               std::string &error, std::vector<std::string> *warnings) {
   g_progress.pass = pass;
   std::vector<std::string> w;
-  bool ok = read_history(path, replay, error, w, nullptr, &progress_trampoline);
+  bool ok = replay_file(path, replay, &window, error, w, nullptr, &progress_trampoline);
   // Both passes see the same damage: report it once.
   if (warnings) warnings->insert(warnings->end(), w.begin(), w.end());
   return ok;
@@ -706,7 +706,7 @@ bool export_memory_viz(const std::string &history_path, const std::string &out_p
   Meta meta;
   VizObserver count(opts, meta, nullptr, 0);
   Replay count_replay(count);
-  if (!read_pass(history_path, count_replay, 0, error, &warnings)) return false;
+  if (!read_pass(history_path, count_replay, opts.window, 0, error, &warnings)) return false;
   for (const LiveRec &r : VizObserver::live(count_replay))
     meta.max_device = std::max(meta.max_device, r.shown_device);
   int devices = opts.device >= 0 ? opts.device + 1 : std::max(meta.max_device + 1, 1);
@@ -722,7 +722,7 @@ bool export_memory_viz(const std::string &history_path, const std::string &out_p
   if (!out.open_spools(devices, error)) return false;
   VizObserver write(opts, meta, &out, cutoff);
   Replay write_replay(write);
-  if (!read_pass(history_path, write_replay, 1, error, nullptr)) return false;
+  if (!read_pass(history_path, write_replay, opts.window, 1, error, nullptr)) return false;
   if (!out.finish(VizObserver::live(write_replay), stats, error)) return false;
   stats.events = write.events();
   stats.devices = devices;

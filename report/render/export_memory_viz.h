@@ -49,6 +49,7 @@
 #include <vector>
 
 #include "report/model/analysis_input.h"
+#include "report/model/history_window.h"
 
 namespace torchseal {
 
@@ -69,6 +70,7 @@ struct MemoryVizOptions {
   int device = -1;           // only this device (-1 = all)
   TimeBound since, until;    // window of trace entries; segments = state at `until`
   uint64_t max_entries = 0;  // keep at most the newest N trace entries (0 = all)
+  HistoryWindow window;      // only this part of the run is read
   // Progress over the whole export (both passes): done and total bytes of
   // history read. May be empty.
   std::function<void(uint64_t, uint64_t)> progress;

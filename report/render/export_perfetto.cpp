@@ -246,7 +246,8 @@ bool export_perfetto(const std::string &history_path, const std::string &out_pat
   PerfettoSink sink(f, opts);
   g_progress_fn = &opts.progress;
   Replay replay(sink);
-  bool read = read_history(history_path, replay, error, warnings, nullptr, &progress_trampoline);
+  bool read = replay_file(history_path, replay, &opts.window, error, warnings, nullptr,
+                          &progress_trampoline);
   g_progress_fn = nullptr;
   bool ok = read && sink.finish(replay);
   long size = std::ftell(f);

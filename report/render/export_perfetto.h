@@ -29,6 +29,7 @@ namespace torchseal {
 
 struct PerfettoOptions {
   uint64_t min_slice_bytes = 1u << 20;
+  HistoryWindow window;  // only this part of the run
   std::function<void(uint64_t, uint64_t)> progress;
 };
 

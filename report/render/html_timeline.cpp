@@ -201,11 +201,12 @@ std::string seconds(double s) {
 }  // namespace
 
 bool build_timeline(const std::string &history_path, Timeline &out, std::string &error,
-                    std::vector<std::string> &warnings, size_t max_points) {
+                    std::vector<std::string> &warnings, size_t max_points,
+                    const HistoryWindow *window) {
   out = Timeline{};
   TimelineSink sink(out, max_points);
   Replay replay(sink);
-  if (!read_history(history_path, replay, error, warnings)) return false;
+  if (!replay_file(history_path, replay, window, error, warnings)) return false;
   sink.finish();
   return true;
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "report/model/event.h"
+#include "report/model/history_window.h"
 #include "report/render/html_bands.h"
 
 namespace torchseal {
@@ -47,8 +48,10 @@ struct Timeline {
   uint64_t buckets() const { return t_end >= t0 ? (t_end - t0) / bucket_ns + 1 : 1; }
 };
 
+// `window`: only that part of the run (--from/--to/--steps).
 bool build_timeline(const std::string &history_path, Timeline &out, std::string &error,
-                    std::vector<std::string> &warnings, size_t max_points = 2000);
+                    std::vector<std::string> &warnings, size_t max_points = 2000,
+                    const HistoryWindow *window = nullptr);
 
 // Inline SVG (plus legend) for the page.
 std::string timeline_html(const Timeline &t);

@@ -40,7 +40,7 @@ std::string html(const RenderRequest &req) {
   if (looks_like_history(req.source)) {
     std::string error;
     std::vector<std::string> warnings;
-    if (build_timeline(req.source, timeline, error, warnings)) {
+    if (build_timeline(req.source, timeline, error, warnings, 2000, &req.window)) {
       in.timeline = &timeline;
       in.data_json = bands_json(timeline.history, *req.report);
     } else {
@@ -59,6 +59,7 @@ bool memory_viz(const RenderRequest &req, std::string &summary, std::string &err
   if (req.since >= 0) mv.since = {true, req.since};
   if (req.until >= 0) mv.until = {true, req.until};
   mv.max_entries = req.max_entries;
+  mv.window = req.window;
   mv.progress = req.progress;
   ExportStats st;
   if (!export_memory_viz(req.source, req.out_path, mv, st, error, warnings)) return false;
@@ -75,6 +76,7 @@ bool perfetto(const RenderRequest &req, std::string &summary, std::string &error
               std::vector<std::string> &warnings) {
   PerfettoOptions po;
   po.min_slice_bytes = req.min_slice_bytes;
+  po.window = req.window;
   po.progress = req.progress;
   ExportStats st;
   if (!export_perfetto(req.source, req.out_path, po, st, error, warnings)) return false;

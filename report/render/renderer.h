@@ -32,6 +32,7 @@ struct RenderRequest {
   uint64_t max_entries = 0;       // 0 = all
   uint64_t min_slice_bytes = 1u << 20;
   std::function<void(uint64_t, uint64_t)> progress;  // done/total bytes read; may be empty
+  HistoryWindow window;  // --from/--to/--steps: the part of a history to read
 };
 
 struct Renderer {

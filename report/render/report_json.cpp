@@ -551,6 +551,26 @@ std::string report_to_json(const Report &r) {
       marks.push_back({{"t", finite(m.time)}, {"label", m.label}, {"thread", m.thread}});
     j["marks"] = std::move(marks);
   }
+  // Extra keys of a report read from a history (docs/long-runs.md): what was
+  // read, and the window when one was asked for.
+  if (r.history.present) {
+    const HistoryReadInfo &h = r.history;
+    ojson hist = {{"segments", h.segments},
+                  {"segments_on_disk", h.segments_on_disk},
+                  {"segments_read", h.segments_read},
+                  {"bytes_read", h.bytes_read},
+                  {"segment_bytes", h.segment_bytes}};
+    hist["limit_bytes"] = h.limit_bytes ? ojson(h.limit_bytes) : ojson(nullptr);
+    j["history"] = std::move(hist);
+    if (h.windowed) {
+      ojson w = {{"from", h.from_s >= 0 ? ojson(finite(h.from_s)) : ojson(nullptr)},
+                 {"to", h.to_s >= 0 ? ojson(finite(h.to_s)) : ojson(nullptr)}};
+      if (h.from_step || h.to_step)
+        w["steps"] = {h.from_step ? ojson(h.from_step) : ojson(nullptr),
+                      h.to_step ? ojson(h.to_step) : ojson(nullptr)};
+      j["window"] = std::move(w);
+    }
+  }
 
   try {
     return j.dump(2, ' ', false, ojson::error_handler_t::replace) + "\n";

@@ -168,11 +168,26 @@ void append_holders(std::string &out, const std::vector<Holder> &holders, const 
 
 }  // namespace
 
+// A window's report says which part of the run it covers and what it read.
+std::string window_line(const HistoryReadInfo &h) {
+  auto secs = [](double s) { return s < 0 ? std::string("end") : format("%.3f", s); };
+  std::string line = "window: " + secs(h.from_s) + " s to " + secs(h.to_s) + " s since start";
+  if (h.from_step || h.to_step)
+    line += " (steps " + (h.from_step ? u64(h.from_step) : std::string("1")) + ".." +
+            (h.to_step ? u64(h.to_step) : std::string("")) + ")";
+  if (h.segments)
+    line += "; read " + u64(h.segments_read) + " of " + u64(h.segments_on_disk) +
+            " segments on disk";
+  return line + "; leaks are allocations made in it and live at its end\n";
+}
+
 std::string report_to_text(const Report &r) {
   std::string out;
   const std::string tag = "==" + std::to_string(r.process.pid) + "==torchseal: ";
   // An interval report (torchseal_start .. torchseal_stop) ends at the stop.
-  const std::string at_end = r.trigger == "stop" ? "at stop" : "at exit";
+  const std::string at_end = r.history.windowed ? "at the window's end"
+                             : r.trigger == "stop" ? "at stop"
+                                                   : "at exit";
   const std::string cwd = working_dir();
   bool anything =
       !r.leaks.empty() || !r.growth.empty() || !r.ooms.empty() || !r.invalid_frees.empty();
@@ -183,6 +198,7 @@ std::string report_to_text(const Report &r) {
   } else {
     out += tag + "no leaks detected\n";
   }
+  if (r.history.windowed) out += window_line(r.history);
 
   for (const LeakEntry &l : r.leaks) {
     out += "\nDirect leak of " + u64(l.bytes) + " byte(s) in " + u64(l.allocations) +

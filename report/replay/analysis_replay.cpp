@@ -4,15 +4,15 @@
 #include <map>
 #include <utility>
 
-#include "report/model/vmm_maps.h"
 #include "report/replay/replay.h"
+#include "report/replay/summary_observer.h"
 
 namespace torchseal {
 namespace {
 
 // Builds the analysis input from the replay, with the same semantics as
 // shim/core/recorder.cpp (live set, teardown leaks, OOM snapshots, step samples).
-class AnalysisObserver : public ReplayObserver {
+class AnalysisObserver : public SummaryObserver {
   // The shim numbers stacks densely within each of its 64 shards, so the
   // n-th stack defined has an id below 64 * (n + 1): a larger one comes from
   // a damaged file and would make the id-indexed tables absurdly large.
@@ -27,8 +27,8 @@ class AnalysisObserver : public ReplayObserver {
       : in_(in), symbols_(symbols) {}
 
   void on_process(const ProcessInfo &p, double clock_base) override {
+    SummaryObserver::on_process(p, clock_base);
     in_.process = p;
-    clock_base_ = clock_base;
   }
   void on_modules(const std::vector<Module> &mods) override { in_.modules = mods; }
   void on_stack(StackId id, std::vector<uint64_t> &&ips) override {
@@ -54,103 +54,59 @@ class AnalysisObserver : public ReplayObserver {
     has_verdict_ = true;
   }
 
-  void on_event(const Event &e) override {
-    switch (e.op) {
-      case Op::Alloc:
-      case Op::Free:
-        ++in_.events;
-        break;
-      case Op::InvalidFree: {
-        if (in_.invalid_frees.size() < 1000)
-          in_.invalid_frees.push_back({e.api, e.addr, e.stack, e.pystack});
-        ++in_.events;
-        break;
-      }
-      case Op::OomFail:
-        oom(e);
-        ++in_.events;
-        break;
-      case Op::Step:
-        step(e);
-        break;
-      case Op::Mark:
-        if (in_.marks.size() < kMaxMarks)
-          in_.marks.push_back(
-              {clock_base_ + static_cast<double>(e.time_ns) / 1e9, replay_->label(e.size), e.tid});
-        break;
-      case Op::Map:
-      case Op::Unmap:
-        vmm_maps_.apply(e.op, e.addr, e.size, e.stream);  // the handle, for Map
-        break;
-      default:
-        break;  // reservations: timeline only
-    }
+  // In a window, what was live at its start is set aside as pre-existing,
+  // as torchseal_start() does (its frees are counted, never reported).
+  uint64_t on_restore(const Event &e) override {
+    SummaryObserver::on_restore(e);
+    return replay_->windowed() ? kPreexisting : 0;
   }
-
-  uint64_t on_alloc(const Event &e) override {
-    peak_ = std::max(peak_, replay_->live_bytes() + e.size);
-    return 0;
-  }
-
-  void on_teardown(const Event &, const std::vector<const ReplayRecord *> &dying) override {
-    for (const ReplayRecord *r : dying) {
-      LiveAlloc a = live_alloc_of(r->alloc);
-      a.detected_at = DetectedAt::ContextTeardown;
-      teardown_.push_back(a);
+  void on_release(const Event &e, const ReplayRecord &r) override {
+    if (r.tag == kPreexisting && e.op == Op::Free) {
+      ++in_.preexisting_frees;
+      in_.preexisting_freed_bytes += r.alloc.size;
     }
   }
 
   void finish(const Replay &replay) {
-    replay.for_each_live(
-        [&](const ReplayRecord &r) { in_.live.push_back(live_alloc_of(r.alloc)); });
-    in_.live.insert(in_.live.end(), teardown_.begin(), teardown_.end());
-    in_.peak_bytes = peak_;
-    in_.vmm_maps = vmm_maps_.list();
-    in_.steps = steps_.empty() ? std::move(windows_) : std::move(steps_);
+    replay.for_each_live([&](const ReplayRecord &r) {
+      if (r.tag != kPreexisting) in_.live.push_back(live_alloc_of(r.alloc));
+    });
+    in_.live.insert(in_.live.end(), sum_.teardown.begin(), sum_.teardown.end());
+    in_.peak_bytes = sum_.peak;
+    in_.events = sum_.events;
+    in_.invalid_frees = std::move(sum_.invalid_frees);
+    in_.marks = std::move(sum_.marks);
+    in_.vmm_maps = replay.vmm_maps().list();
+    in_.steps = sum_.steps.empty() ? std::move(sum_.windows) : std::move(sum_.steps);
     if (has_verdict_) {
-      apply_verdict();
+      apply_verdict(replay.windowed());
     } else {
-      if (ooms_.size() > kOldReportOoms) ooms_.resize(kOldReportOoms);
-      in_.ooms = std::move(ooms_);
+      if (sum_.ooms.size() > kOldReportOoms) sum_.ooms.resize(kOldReportOoms);
+      in_.ooms = std::move(sum_.ooms);
     }
   }
 
  private:
-  // Every OOM until the bound, with the live set at that moment for the
-  // first ones (all a report lists without a verdict) and the newest ones
-  // (the OOM the program saw often comes after many recovered retries).
-  void oom(const Event &e) {
-    if (ooms_.size() >= kMaxOoms) ooms_.erase(ooms_.begin() + kSnapshotFirst);
-    OomRecord &o = ooms_.emplace_back();
-    o.api = e.api;
-    o.requested = e.size;
-    o.device = e.device;
-    o.stack = e.stack;
-    o.pystack = e.pystack;
-    o.live_bytes = replay_->live_bytes();
-    o.time_ns = e.time_ns;
-    o.tid = e.tid;
-    replay_->for_each_live(
-        [&](const ReplayRecord &r) { o.live_at_oom.push_back(live_alloc_of(r.alloc)); });
-    if (ooms_.size() > kSnapshotFirst + kSnapshotLast) {
-      OomRecord &older = ooms_[ooms_.size() - 1 - kSnapshotLast];
-      std::vector<LiveAlloc>().swap(older.live_at_oom);
-    }
-  }
+  static constexpr uint64_t kPreexisting = 1;
 
   // The shim's exit verdict: its holder scan and site holders, and its OOMs
   // in its order, each found by its OomFail event (time and thread) and
   // marked as it was decided. An OOM the shim did not keep is not listed.
-  void apply_verdict() {
-    in_.holders = std::move(verdict_.scan);
-    in_.site_holders = std::move(verdict_.site_holders);
+  // A window keeps the verdict of its own OOMs only: the exit scan speaks of
+  // the memory live at exit, not at the window's end.
+  void apply_verdict(bool windowed) {
+    if (!windowed) {
+      in_.holders = std::move(verdict_.scan);
+      in_.site_holders = std::move(verdict_.site_holders);
+    }
+    std::vector<OomRecord> &ooms = sum_.ooms;
     std::map<std::pair<uint64_t, uint32_t>, size_t> by_event;
-    for (size_t i = 0; i < ooms_.size(); ++i)
-      by_event.emplace(std::pair(ooms_[i].time_ns, ooms_[i].tid), i);
+    for (size_t i = 0; i < ooms.size(); ++i)
+      by_event.emplace(std::pair(ooms[i].time_ns, ooms[i].tid), i);
     for (tseal::VerdictRecord::Oom &v : verdict_.ooms) {
       auto it = by_event.find({v.time_ns, v.tid});
       if (it == by_event.end()) continue;
-      OomRecord &o = ooms_[it->second];
+      OomRecord &o = ooms[it->second];
       o.recovered = v.recovered;
       o.holders = std::move(v.holders);
       in_.ooms.push_back(std::move(o));
@@ -158,55 +114,12 @@ class AnalysisObserver : public ReplayObserver {
     }
   }
 
-  void step(const Event &e) {
-    bool window = (e.size & kWindowStepBit) != 0;
-    StepSample sample;
-    sample.step = e.size & ~kWindowStepBit;
-    sample.time_ns = e.time_ns;
-    std::unordered_map<uint64_t, size_t> index;
-    replay_->for_each_live([&](const ReplayRecord &r) {
-      const Event &a = r.alloc;
-      uint64_t key =
-          (static_cast<uint64_t>(a.stack) << 32 | a.pystack) ^ (static_cast<uint64_t>(a.api) << 48);
-      auto it = index.find(key);
-      if (it == index.end()) {
-        index.emplace(key, sample.sites.size());
-        sample.sites.push_back({a.stack, a.pystack, a.api, a.family, a.size, 1});
-      } else {
-        sample.sites[it->second].bytes += a.size;
-        sample.sites[it->second].allocations += 1;
-      }
-    });
-    push_sample(window ? windows_ : steps_, std::move(sample));
-  }
-
-  // Same bounded thinning as the shim (shim/core/recorder.cpp), so both agree.
-  static void push_sample(std::vector<StepSample> &v, StepSample &&s) {
-    if (v.size() >= 4096) {
-      size_t j = 0;
-      for (size_t i = 0; i < v.size(); i += 2) v[j++] = std::move(v[i]);
-      v.resize(j);
-    }
-    v.push_back(std::move(s));
-  }
-
-  static constexpr size_t kMaxMarks = 10000;  // a report lists them all: keep it readable
   // Without a verdict (an older or crashed file) the report lists the first
-  // 8 OOMs, as it always did. The shim keeps at most 8 undecided or seen
-  // OOMs and 8 recovered ones (shim/core/recorder.cpp): the first 16 cover them
-  // unless a run retried often.
+  // 8 OOMs, as it always did.
   static constexpr size_t kOldReportOoms = 8;
-  static constexpr size_t kSnapshotFirst = 16, kSnapshotLast = 8;
-  static constexpr size_t kMaxOoms = 4096;
 
   AnalysisInput &in_;
   std::unordered_map<uint64_t, std::vector<NativeFrame>> &symbols_;
-  double clock_base_ = 0;
-  std::vector<LiveAlloc> teardown_;
-  VmmMapTable vmm_maps_;
-  std::vector<StepSample> steps_, windows_;
-  uint64_t peak_ = 0;
-  std::vector<OomRecord> ooms_;  // every OomFail event, oldest first (bounded)
   tseal::VerdictRecord verdict_;
   bool has_verdict_ = false;
 };
@@ -215,13 +128,16 @@ class AnalysisObserver : public ReplayObserver {
 
 bool replay_history(const std::string &path, AnalysisInput &out,
                     std::unordered_map<uint64_t, std::vector<NativeFrame>> &symbols,
-                    std::string &error, std::vector<std::string> &warnings) {
+                    std::string &error, std::vector<std::string> &warnings,
+                    const HistoryWindow *window, HistoryReadInfo *info) {
   out = AnalysisInput{};
   out.trigger = "exit";
   AnalysisObserver obs(out, symbols);
   Replay replay(obs);
-  if (!read_history(path, replay, error, warnings)) return false;
+  HistoryReadStats stats;
+  if (!replay_file(path, replay, window, error, warnings, &stats)) return false;
   obs.finish(replay);
+  if (info) *info = read_info(replay, stats, out.process, obs.clock_base());
   return true;
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "report/model/analysis_input.h"
+#include "report/model/history_window.h"
 #include "report/model/report_model.h"
 
 namespace torchseal {
@@ -15,8 +16,11 @@ namespace torchseal {
 // Replays a history into the analysis input the in-process report uses.
 // `symbols` receives the file's symbol table (empty if the process did not
 // exit cleanly).
+// `window`: only that part of the run (history_window.h); `info` receives
+// what was read.
 bool replay_history(const std::string &path, AnalysisInput &out,
                     std::unordered_map<uint64_t, std::vector<NativeFrame>> &symbols,
-                    std::string &error, std::vector<std::string> &warnings);
+                    std::string &error, std::vector<std::string> &warnings,
+                    const HistoryWindow *window = nullptr, HistoryReadInfo *info = nullptr);
 
 }  // namespace torchseal

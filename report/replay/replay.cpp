@@ -3,19 +3,46 @@
 namespace torchseal {
 
 void Replay::on_event(const Event &e) {
-  if (!obs_.wants(e)) return;
-  obs_.on_event(e);
+  if (closed_ || !obs_.wants(e)) return;
+  if (silent_) {
+    bool opens = window_.by_time ? e.time_ns >= from_ns_ : window_.from_step <= 1;
+    if (!opens) {
+      apply(e, false);
+      last_ns_ = e.time_ns;
+      // A step range opens right after the step before its first.
+      if (e.op == Op::Step && (e.size & ~kWindowStepBit) + 1 == window_.from_step)
+        open_window(e.time_ns);
+      return;
+    }
+    open_window(e.time_ns);
+  }
+  if (window_.by_time && e.time_ns > to_ns_) {
+    closed_ = true;
+    close_ns_ = last_ns_;
+    return;
+  }
+  apply(e, true);
+  last_ns_ = e.time_ns;
+  if (window_.by_steps && window_.to_step && e.op == Op::Step &&
+      (e.size & ~kWindowStepBit) == window_.to_step) {
+    closed_ = true;
+    close_ns_ = e.time_ns;
+  }
+}
+
+void Replay::apply(const Event &e, bool notify) {
+  if (notify) obs_.on_event(e);
   switch (e.op) {
     case Op::Alloc: {
       Table &t = table(e.family);
       auto it = t.find(e.addr);
       if (it != t.end()) {
-        obs_.on_release(e, it->second);
+        if (notify) obs_.on_release(e, it->second);
         live_bytes_ -= it->second.alloc.size;
         // Replaced in place: the record keeps its slot in the table's order.
-        it->second = ReplayRecord{e, obs_.on_alloc(e)};
+        it->second = ReplayRecord{e, notify ? obs_.on_alloc(e) : 0};
       } else {
-        t.emplace(e.addr, ReplayRecord{e, obs_.on_alloc(e)});
+        t.emplace(e.addr, ReplayRecord{e, notify ? obs_.on_alloc(e) : 0});
       }
       live_bytes_ += e.size;
       break;
@@ -24,21 +51,25 @@ void Replay::on_event(const Event &e) {
       Table &t = table(e.family);
       auto it = t.find(e.addr);
       if (it != t.end()) {
-        obs_.on_release(e, it->second);
+        if (notify) obs_.on_release(e, it->second);
         live_bytes_ -= it->second.alloc.size;
         t.erase(it);
       }
       break;
     }
     case Op::Teardown:
-      teardown(e);
+      teardown(e, notify);
+      break;
+    case Op::Map:
+    case Op::Unmap:
+      vmm_maps_.apply(e.op, e.addr, e.size, e.stream);  // the handle, for Map
       break;
     default:
       break;
   }
 }
 
-void Replay::teardown(const Event &e) {
+void Replay::teardown(const Event &e, bool notify) {
   std::vector<const ReplayRecord *> dying;
   for (Table *t : {&ptrs_, &vmm_})
     for (const auto &kv : *t) {
@@ -46,11 +77,63 @@ void Replay::teardown(const Event &e) {
       if (e.context ? a.context == e.context : (e.device < 0 || a.device == e.device))
         dying.push_back(&kv.second);
     }
-  obs_.on_teardown(e, dying);
+  if (notify) obs_.on_teardown(e, dying);
   for (const ReplayRecord *r : dying) {
     live_bytes_ -= r->alloc.size;
     table(r->alloc.family).erase(r->alloc.addr);
   }
+}
+
+void Replay::on_checkpoint(tseal::CheckpointRecord &&c, bool whole) {
+  ptrs_.clear();
+  vmm_.clear();
+  live_bytes_ = 0;
+  vmm_maps_ = VmmMapTable();
+  for (const VmmMap &m : c.maps) vmm_maps_.apply(Op::Map, m.va, m.size, m.handle);
+  for (const Event &e : c.live) {
+    table(e.family)[e.addr] = ReplayRecord{e, 0};
+    live_bytes_ += e.size;
+  }
+  last_ns_ = c.time_ns;
+  if (silent_) {
+    // A step range whose first step begins with this segment opens here;
+    // otherwise the observer hears of the state when the window opens.
+    if (window_.by_steps && c.step + 1 >= window_.from_step) open_window(c.time_ns);
+    return;
+  }
+  for (Table *t : {&ptrs_, &vmm_})
+    for (auto &kv : *t) kv.second.tag = obs_.on_restore(kv.second.alloc);
+  obs_.on_checkpoint(whole ? std::move(c.summary) : RunSummary{}, whole);
+}
+
+void Replay::set_window(const HistoryWindow &w) {
+  window_ = w;
+  silent_ = w.any();
+}
+
+void Replay::on_process(const ProcessInfo &p, double clock_base) {
+  if (window_.by_time) {
+    // Seconds since the process started, on the events' CLOCK_MONOTONIC.
+    double start_ns = (p.start_time - clock_base) * 1e9;
+    double from = start_ns + window_.from_s * 1e9, to = start_ns + window_.to_s * 1e9;
+    from_ns_ = from > 0 ? static_cast<uint64_t>(from) : 0;
+    to_ns_ = window_.to_s < 0 ? UINT64_MAX : to > 0 ? static_cast<uint64_t>(to) : 0;
+  }
+  obs_.on_process(p, clock_base);
+}
+
+void Replay::open_window(uint64_t at_ns) {
+  silent_ = false;
+  open_ns_ = at_ns;
+  for (Table *t : {&ptrs_, &vmm_})
+    for (auto &kv : *t) kv.second.tag = obs_.on_restore(kv.second.alloc);
+  obs_.on_checkpoint(RunSummary{}, false);
+}
+
+void Replay::on_read_done() {
+  // A window after the last event still shows what was live there.
+  if (silent_) open_window(last_ns_);
+  if (window_.any() && !close_ns_) close_ns_ = last_ns_;
 }
 
 void Replay::on_label(uint32_t id, std::string &&label) {
@@ -66,6 +149,47 @@ std::string Replay::label(uint64_t id) const {
 void Replay::for_each_live(const std::function<void(const ReplayRecord &)> &fn) const {
   for (const Table *t : {&ptrs_, &vmm_})
     for (const auto &kv : *t) fn(kv.second);
+}
+
+std::vector<Event> Replay::live_events() const {
+  std::vector<Event> out;
+  out.reserve(ptrs_.size() + vmm_.size());
+  for_each_live([&](const ReplayRecord &r) { out.push_back(r.alloc); });
+  return out;
+}
+
+bool replay_file(const std::string &path, Replay &replay, const HistoryWindow *window,
+                 std::string &error, std::vector<std::string> &warnings, HistoryReadStats *stats,
+                 void (*progress)(uint64_t, uint64_t)) {
+  if (window) replay.set_window(*window);
+  return read_history(path, replay, error, warnings, stats, progress, window);
+}
+
+HistoryReadInfo read_info(const Replay &replay, const HistoryReadStats &stats,
+                          const ProcessInfo &process, double clock_base) {
+  HistoryReadInfo h;
+  h.present = true;
+  h.segments = stats.segments;
+  h.segments_on_disk = stats.segments_on_disk;
+  h.segments_read = stats.segments_read;
+  h.bytes_read = stats.bytes;
+  h.segment_bytes = stats.segment_bytes;
+  h.limit_bytes = stats.limit_bytes;
+  if (replay.windowed()) {
+    h.windowed = true;
+    double start_ns = (process.start_time - clock_base) * 1e9;
+    auto secs = [&](uint64_t ns) { return (static_cast<double>(ns) - start_ns) / 1e9; };
+    const HistoryWindow &w = replay.window();
+    // A time window is the one asked for (its open end: the last event
+    // read); a step range, the times its steps began and ended.
+    h.from_s = w.by_time ? w.from_s : replay.window_open_ns() ? secs(replay.window_open_ns()) : -1;
+    h.to_s = w.by_time && w.to_s >= 0 ? w.to_s
+             : replay.window_close_ns() ? secs(replay.window_close_ns())
+                                        : -1;
+    h.from_step = replay.window().from_step;
+    h.to_step = replay.window().to_step;
+  }
+  return h;
 }
 
 }  // namespace torchseal

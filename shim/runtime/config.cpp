@@ -46,6 +46,10 @@ bool parse_Seconds(const Spec &s, const char *text, double &out) {
   return settings::parse_seconds(s, text, out);
 }
 
+bool parse_Bytes(const Spec &s, const char *text, unsigned long long &out) {
+  return settings::parse_bytes(s, text, out);
+}
+
 bool parse_Signal(const Spec &, const char *text, int &out) {
   return settings::parse_signal(text, out);
 }

@@ -40,6 +40,7 @@ struct Config {
   std::string step_range;    // regex; unset: no NVTX steps
   double step_seconds = 0;   // growth time window
   int dump_signal = 0;       // 0 = none
+  unsigned long long history_limit = 0;  // bytes of history on disk; 0: no cap
   std::string suppressions;  // path; unset: none
   std::string cupti_path;    // path; unset: search for libcupti
 

@@ -197,6 +197,7 @@ void initialise() {
   install_dump_signal(cfg->dump_signal);
   // Without torchseal_step() or NVTX steps, growth is judged per time window.
   history::set_window_seconds(cfg->step_seconds);
+  history::set_limit(cfg->history_limit);
   start_history();
   install_crash_flush();
   g_recorded_here.store(true, std::memory_order_relaxed);

@@ -36,6 +36,7 @@ struct State {
   std::atomic<bool> crash_request{false};
   int crash_done_fd = -1;
   uint64_t window_ns = 0;
+  uint64_t limit = 0;  // TORCHSEAL_HISTORY_LIMIT (0: no cap)
 };
 
 State &S() {
@@ -97,6 +98,8 @@ void *service_main(void *) {
 
 }  // namespace
 
+void set_limit(uint64_t bytes) { S().limit = bytes; }
+
 void set_window_seconds(double seconds) {
   S().window_ns = seconds > 0 ? static_cast<uint64_t>(seconds * 1e9) : 0;
 }
@@ -109,7 +112,7 @@ bool start(const std::string &path) {
   if (!path.empty()) {
     ProcessInfo process;
     fill_process_info(process);
-    file::open(path, process, disable_report_output);
+    file::open(path, process, disable_report_output, s.limit);
   }
   // Block every signal in the thread so the host's handlers never run on it.
   sigset_t all, old;

@@ -14,6 +14,9 @@ namespace torchseal::history {
 // starts the thread. On failure logs one line; recording goes on.
 bool start(const std::string &path);
 
+// The most bytes of history on disk (0: no cap), before start().
+void set_limit(uint64_t bytes);
+
 // Time-window step boundaries every `seconds` while the program marks no
 // steps of its own (0 disables).
 void set_window_seconds(double seconds);

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <regex>
+#include <utility>
 
 namespace torchseal::settings {
 namespace {
@@ -117,6 +118,29 @@ bool valid_regex(const char *text) {
 
 bool readable_file(const char *text) { return access(text, R_OK) == 0; }
 
+bool parse_bytes(const Spec &s, const char *text, unsigned long long &out) {
+  if (!text || *text < '0' || *text > '9') return false;
+  errno = 0;
+  char *end = nullptr;
+  unsigned long long n = strtoull(text, &end, 10);
+  if (errno) return false;
+  static const std::pair<const char *, int> kSuffixes[] = {
+      {"", 0},    {"b", 0},    {"k", 10},  {"kb", 10}, {"kib", 10}, {"m", 20},
+      {"mb", 20}, {"mib", 20}, {"g", 30},  {"gb", 30}, {"gib", 30}, {"t", 40},
+      {"tb", 40}, {"tib", 40},
+  };
+  for (const auto &suf : kSuffixes)
+    if (strcasecmp(end, suf.first) == 0) {
+      if (suf.second && n > (~0ull >> suf.second)) return false;
+      n <<= suf.second;
+      if (n < static_cast<unsigned long long>(s.lo) || n > static_cast<unsigned long long>(s.hi))
+        return false;
+      out = n;
+      return true;
+    }
+  return false;
+}
+
 std::vector<std::string> choice_names(const Spec &s) {
   std::vector<std::string> names;
   for_each_name(s.values, [&](const char *name, size_t n, int, bool advertised) {
@@ -154,6 +178,7 @@ std::string accepted(const Spec &s, const char *value) {
     case Kind::Signal:
     case Kind::Regex:
     case Kind::ReadableFile:
+    case Kind::Bytes:
       return s.values;
   }
   return s.values;

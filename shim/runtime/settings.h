@@ -12,7 +12,7 @@
 namespace torchseal::settings {
 
 // How a value is parsed and checked; settings.def describes each.
-enum class Kind { Choice, Integer, Seconds, Signal, OutputTemplate, Regex, ReadableFile };
+enum class Kind { Choice, Integer, Seconds, Signal, OutputTemplate, Regex, ReadableFile, Bytes };
 
 struct Spec {
   const char *var;
@@ -59,6 +59,9 @@ bool valid_output_template(const Spec &s, const char *text);
 // Compiles the regex (allocates).
 bool valid_regex(const char *text);
 bool readable_file(const char *text);
+// Bytes: a whole number with an optional binary suffix (KiB, MiB, GiB, TiB;
+// case-insensitive, "K"/"KB" too), in s.lo..s.hi bytes.
+bool parse_bytes(const Spec &s, const char *text, unsigned long long &out);
 
 // ---- what the table says, as text (these allocate) ----
 

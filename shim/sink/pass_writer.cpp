@@ -18,6 +18,7 @@
 #include "shim/core/python/python_frames.h"
 #include "shim/runtime/log.h"
 #include "shim/sink/mark_labels.h"
+#include "shim/sink/segments.h"
 #include "shim/sink/thread_buffers.h"
 
 namespace torchseal::history {
@@ -165,7 +166,8 @@ void append_process_chunk(std::vector<uint8_t> &out, const ProcessInfo &process)
 
 }  // namespace
 
-void open(const std::string &path, const ProcessInfo &process, bool (*on_fs_refused)()) {
+void open(const std::string &path, const ProcessInfo &process, bool (*on_fs_refused)(),
+          uint64_t limit) {
   State &s = S();
   s.path = path;
   s.on_fs_refused = on_fs_refused;
@@ -177,20 +179,32 @@ void open(const std::string &path, const ProcessInfo &process, bool (*on_fs_refu
   }
   g_file_ok.store(true);
   std::vector<uint8_t> out;
-  tseal::append_file_header(out);
+  tseal::append_file_header(out, limit ? tseal::kFlagSegmented : 0);
   append_process_chunk(out, process);
   write_all(out);
+  if (limit) segments::begin(path, limit, out, write_all, disable_file);
 }
 
 void pass(StackTable &stacks) {
   std::vector<Sealed> chunks = buffers::cut();
   if (!g_file_ok.load()) return;
-  std::vector<uint8_t> out;
-  tseal::append_record(out, Chunk::Pass, tseal::PassRecord{now_ns()});
-  append_modules_if_changed(out);
-  append_new_stacks(out, stacks);
-  append_new_python_stacks(out);
-  append_new_labels(out);
+  std::vector<uint8_t> pass_chunk;
+  tseal::append_record(pass_chunk, Chunk::Pass, tseal::PassRecord{now_ns()});
+  std::vector<uint8_t> meta;
+  append_modules_if_changed(meta);
+  append_new_stacks(meta, stacks);
+  append_new_python_stacks(meta);
+  append_new_labels(meta);
+  if (segments::active()) {
+    // Capped: what the events refer to stays in the main file, the events
+    // go to the segment.
+    std::vector<uint8_t> &events = pass_chunk;
+    for (const Sealed &c : chunks) append_events(events, c);
+    segments::write_pass(meta, chunks.empty() ? std::vector<uint8_t>() : events);
+    return;
+  }
+  std::vector<uint8_t> &out = pass_chunk;
+  out.insert(out.end(), meta.begin(), meta.end());
   for (const Sealed &c : chunks) append_events(out, c);
   write_all(out);
 }
@@ -206,6 +220,7 @@ void write_end(bool clean, uint8_t flags) {
 
 void close() {
   State &s = S();
+  if (g_file_ok.load()) segments::finish();  // the last segment's index entry
   if (s.fd >= 0) ::close(s.fd);
   s.fd = -1;
   g_file_ok.store(false);
@@ -215,6 +230,7 @@ const std::string &path() { return S().path; }
 
 void reset_after_fork() {
   State &s = S();
+  segments::reset_after_fork();
   if (s.fd >= 0) ::close(s.fd);
   s.fd = -1;
   g_file_ok.store(false);

@@ -22,7 +22,10 @@ namespace torchseal::history::file {
 // that will refuse the reports too (a full or read-only file system) calls
 // `on_fs_refused` once; it returns false when the reports had already been
 // refused (and said so), and then the history adds no line of its own.
-void open(const std::string &path, const ProcessInfo &process, bool (*on_fs_refused)());
+// `limit` (TORCHSEAL_HISTORY_LIMIT, 0: none) caps the files on disk: the
+// history is then segmented (segments.h).
+void open(const std::string &path, const ProcessInfo &process, bool (*on_fs_refused)(),
+          uint64_t limit = 0);
 
 // One pass: drain every thread buffer and write it, after the modules and
 // stacks new since the last pass.

@@ -1,0 +1,359 @@
+#include "report/format/checkpoint.h"
+
+#include <utility>
+
+#include "report/format/records.h"
+
+namespace torchseal::tseal {
+
+namespace {
+
+enum class Part : uint8_t { Live = 1, Maps = 2, Totals = 3, Ooms = 4, Steps = 5, Windows = 6 };
+
+// Items per part chunk: far below the 64 MiB chunk bound at their largest.
+constexpr size_t kBatch = 100000;
+constexpr uint64_t kMaxItems = 1u << 26;  // a count a damaged chunk cannot make absurd
+
+void put_event(ByteWriter &w, const Event &e) {
+  w.varint(e.time_ns);
+  w.varint(e.addr);
+  w.varint(e.size);
+  w.varint(e.stream);
+  w.varint(e.stack);
+  w.varint(e.pystack);
+  w.varint(e.tid);
+  w.varint(static_cast<uint16_t>(e.api));
+  w.u8(static_cast<uint8_t>(e.family));
+  w.svarint(e.device);
+  w.varint(e.context);
+}
+
+bool get_event(ByteReader &r, Event &e) {
+  e = Event{};
+  e.op = Op::Alloc;
+  e.time_ns = r.varint();
+  e.addr = r.varint();
+  e.size = r.varint();
+  e.stream = r.varint();
+  e.stack = static_cast<StackId>(r.varint());
+  e.pystack = static_cast<PyStackId>(r.varint());
+  e.tid = static_cast<uint32_t>(r.varint());
+  e.api = static_cast<ApiId>(r.varint());
+  uint8_t fam = r.u8();
+  if (fam > static_cast<uint8_t>(kLastFamily)) return false;
+  e.family = static_cast<Family>(fam);
+  e.device = static_cast<int16_t>(r.svarint());
+  e.context = static_cast<uint32_t>(r.varint());
+  return r.ok();
+}
+
+void put_alloc(ByteWriter &w, const LiveAlloc &a) {
+  w.varint(a.addr);
+  w.varint(a.size);
+  w.varint(a.stack);
+  w.varint(a.pystack);
+  w.varint(static_cast<uint16_t>(a.api));
+  w.u8(static_cast<uint8_t>(a.family));
+  w.svarint(a.device);
+  w.u8(static_cast<uint8_t>(a.detected_at));
+}
+
+bool get_alloc(ByteReader &r, LiveAlloc &a) {
+  a.addr = r.varint();
+  a.size = r.varint();
+  a.stack = static_cast<StackId>(r.varint());
+  a.pystack = static_cast<PyStackId>(r.varint());
+  a.api = static_cast<ApiId>(r.varint());
+  uint8_t fam = r.u8();
+  a.device = static_cast<int16_t>(r.svarint());
+  uint8_t at = r.u8();
+  if (fam > static_cast<uint8_t>(kLastFamily) || at > 1) return false;
+  a.family = static_cast<Family>(fam);
+  a.detected_at = static_cast<DetectedAt>(at);
+  return r.ok();
+}
+
+void put_allocs(ByteWriter &w, const std::vector<LiveAlloc> &v) {
+  w.varint(v.size());
+  for (const LiveAlloc &a : v) put_alloc(w, a);
+}
+
+bool get_allocs(ByteReader &r, std::vector<LiveAlloc> &v) {
+  uint64_t n = r.varint();
+  if (n > kMaxItems || n > r.remaining()) return false;
+  v.resize(n);
+  for (LiveAlloc &a : v)
+    if (!get_alloc(r, a)) return false;
+  return r.ok();
+}
+
+// A site sample repeats from one step to the next: each is written as the
+// change from the previous sample of the same list (sites added, changed,
+// gone), which is what keeps a long run's thinned series small.
+void put_samples(ByteWriter &w, const std::vector<StepSample> &v, size_t from, size_t to,
+                 const StepSample *prev) {
+  w.varint(to - from);
+  for (size_t i = from; i < to; ++i) {
+    const StepSample &s = v[i];
+    w.varint(s.step);
+    w.varint(s.time_ns);
+    w.varint(s.sites.size());
+    for (size_t k = 0; k < s.sites.size(); ++k) {
+      const SiteSample &x = s.sites[k];
+      const SiteSample *p = prev && k < prev->sites.size() ? &prev->sites[k] : nullptr;
+      bool same_site = p && p->stack == x.stack && p->pystack == x.pystack && p->api == x.api &&
+                       p->family == x.family;
+      if (same_site && p->bytes == x.bytes && p->allocations == x.allocations) {
+        w.u8(0);  // as in the previous sample
+        continue;
+      }
+      if (same_site) {
+        w.u8(1);  // same site, new figures
+      } else {
+        w.u8(2);
+        w.varint(x.stack);
+        w.varint(x.pystack);
+        w.varint(static_cast<uint16_t>(x.api));
+        w.u8(static_cast<uint8_t>(x.family));
+      }
+      w.varint(x.bytes);
+      w.varint(x.allocations);
+    }
+    prev = &s;
+  }
+}
+
+bool get_samples(ByteReader &r, std::vector<StepSample> &v) {
+  uint64_t n = r.varint();
+  if (n > kMaxItems || n > r.remaining()) return false;
+  for (uint64_t i = 0; i < n && r.ok(); ++i) {
+    const StepSample *prev = v.empty() ? nullptr : &v.back();
+    StepSample s;
+    s.step = r.varint();
+    s.time_ns = r.varint();
+    uint64_t ns = r.varint();
+    if (ns > kMaxItems || ns > r.remaining()) return false;
+    s.sites.resize(ns);
+    for (uint64_t k = 0; k < ns; ++k) {
+      SiteSample &x = s.sites[k];
+      uint8_t kind = r.u8();
+      if (kind < 2) {
+        if (!prev || k >= prev->sites.size()) return false;
+        x = prev->sites[k];
+        if (kind == 0) continue;
+      } else if (kind == 2) {
+        x.stack = static_cast<StackId>(r.varint());
+        x.pystack = static_cast<PyStackId>(r.varint());
+        x.api = static_cast<ApiId>(r.varint());
+        uint8_t fam = r.u8();
+        if (fam > static_cast<uint8_t>(kLastFamily)) return false;
+        x.family = static_cast<Family>(fam);
+      } else {
+        return false;
+      }
+      x.bytes = r.varint();
+      x.allocations = r.varint();
+    }
+    v.push_back(std::move(s));
+  }
+  return r.ok();
+}
+
+template <typename Fn>
+void part(std::vector<uint8_t> &out, Part kind, Fn &&body) {
+  std::vector<uint8_t> payload;
+  ByteWriter w(payload);
+  w.u8(static_cast<uint8_t>(kind));
+  body(w);
+  append_chunk(out, Chunk::CheckpointPart, payload);
+}
+
+void put_samples_parts(std::vector<uint8_t> &out, Part kind, const std::vector<StepSample> &v) {
+  // Batched by sites, not samples: one sample can name many sites.
+  size_t from = 0;
+  while (from < v.size()) {
+    size_t to = from, sites = 0;
+    while (to < v.size() && (to == from || sites + v[to].sites.size() <= kBatch))
+      sites += v[to++].sites.size();
+    part(out, kind, [&](ByteWriter &w) { put_samples(w, v, from, to, from ? &v[from - 1] : nullptr); });
+    from = to;
+  }
+}
+
+}  // namespace
+
+void SegmentRecord::encode(ByteWriter &w) const {
+  w.varint(seq);
+  w.varint(first_ns);
+  w.varint(last_ns);
+  w.varint(step_at_start);
+  w.varint(step_at_end);
+  w.varint(events);
+  w.varint(bytes);
+  w.u8(pins);
+  w.varint(limit_bytes);
+  w.varint(segment_bytes);
+}
+
+bool SegmentRecord::decode(ByteReader &r) {
+  seq = r.varint();
+  first_ns = r.varint();
+  last_ns = r.varint();
+  step_at_start = r.varint();
+  step_at_end = r.varint();
+  events = r.varint();
+  bytes = r.varint();
+  pins = r.u8();
+  limit_bytes = r.varint();
+  segment_bytes = r.varint();
+  return r.ok() && seq > 0;
+}
+
+void append_checkpoint(std::vector<uint8_t> &out, const CheckpointRecord &c) {
+  {
+    std::vector<uint8_t> payload;
+    ByteWriter w(payload);
+    w.varint(c.seq);
+    w.varint(c.time_ns);
+    w.varint(c.step);
+    append_chunk(out, Chunk::CheckpointBegin, payload);
+  }
+  for (size_t from = 0; from < c.live.size(); from += kBatch) {
+    size_t to = std::min(c.live.size(), from + kBatch);
+    part(out, Part::Live, [&](ByteWriter &w) {
+      w.varint(to - from);
+      for (size_t i = from; i < to; ++i) put_event(w, c.live[i]);
+    });
+  }
+  part(out, Part::Maps, [&](ByteWriter &w) {
+    w.varint(c.maps.size());
+    for (const VmmMap &m : c.maps) {
+      w.varint(m.va);
+      w.varint(m.size);
+      w.varint(m.handle);
+    }
+  });
+  const RunSummary &s = c.summary;
+  part(out, Part::Totals, [&](ByteWriter &w) {
+    w.varint(s.events);
+    w.varint(s.peak);
+    w.varint(s.invalid_frees.size());
+    for (const InvalidFree &f : s.invalid_frees) {
+      w.varint(static_cast<uint16_t>(f.api));
+      w.varint(f.addr);
+      w.varint(f.stack);
+      w.varint(f.pystack);
+    }
+    w.varint(s.marks.size());
+    for (const Mark &m : s.marks) {
+      w.f64(m.time);
+      w.str(m.label);
+      w.varint(m.thread);
+    }
+    put_allocs(w, s.teardown);
+  });
+  for (const OomRecord &o : s.ooms)
+    part(out, Part::Ooms, [&](ByteWriter &w) {
+      w.varint(static_cast<uint16_t>(o.api));
+      w.varint(o.requested);
+      w.svarint(o.device);
+      w.varint(o.live_bytes);
+      w.varint(o.stack);
+      w.varint(o.pystack);
+      w.varint(o.time_ns);
+      w.varint(o.tid);
+      put_allocs(w, o.live_at_oom);
+    });
+  put_samples_parts(out, Part::Steps, s.steps);
+  put_samples_parts(out, Part::Windows, s.windows);
+}
+
+bool CheckpointReader::begin(ByteReader &r) {
+  rec_ = CheckpointRecord{};
+  rec_.seq = r.varint();
+  rec_.time_ns = r.varint();
+  rec_.step = r.varint();
+  active_ = r.ok();
+  return active_;
+}
+
+bool CheckpointReader::part(ByteReader &r) {
+  if (!active_) return false;
+  RunSummary &s = rec_.summary;
+  switch (static_cast<Part>(r.u8())) {
+    case Part::Live: {
+      uint64_t n = r.varint();
+      if (n > kMaxItems || n > r.remaining()) return false;
+      for (uint64_t i = 0; i < n; ++i) {
+        Event e;
+        if (!get_event(r, e)) return false;
+        rec_.live.push_back(e);
+      }
+      break;
+    }
+    case Part::Maps: {
+      uint64_t n = r.varint();
+      if (n > kMaxItems || n > r.remaining()) return false;
+      for (uint64_t i = 0; i < n && r.ok(); ++i) {
+        VmmMap m;
+        m.va = r.varint();
+        m.size = r.varint();
+        m.handle = r.varint();
+        rec_.maps.push_back(m);
+      }
+      break;
+    }
+    case Part::Totals: {
+      s.events = r.varint();
+      s.peak = r.varint();
+      uint64_t n = r.varint();
+      if (n > kMaxItems || n > r.remaining()) return false;
+      for (uint64_t i = 0; i < n && r.ok(); ++i) {
+        InvalidFree f;
+        f.api = static_cast<ApiId>(r.varint());
+        f.addr = r.varint();
+        f.stack = static_cast<StackId>(r.varint());
+        f.pystack = static_cast<PyStackId>(r.varint());
+        s.invalid_frees.push_back(f);
+      }
+      n = r.varint();
+      if (n > kMaxItems || n > r.remaining()) return false;
+      for (uint64_t i = 0; i < n && r.ok(); ++i) {
+        Mark m;
+        m.time = r.f64();
+        m.label = r.str();
+        m.thread = static_cast<uint32_t>(r.varint());
+        s.marks.push_back(std::move(m));
+      }
+      if (!get_allocs(r, s.teardown)) return false;
+      break;
+    }
+    case Part::Ooms: {
+      OomRecord &o = s.ooms.emplace_back();
+      o.api = static_cast<ApiId>(r.varint());
+      o.requested = r.varint();
+      o.device = static_cast<int16_t>(r.svarint());
+      o.live_bytes = r.varint();
+      o.stack = static_cast<StackId>(r.varint());
+      o.pystack = static_cast<PyStackId>(r.varint());
+      o.time_ns = r.varint();
+      o.tid = static_cast<uint32_t>(r.varint());
+      if (!get_allocs(r, o.live_at_oom)) return false;
+      break;
+    }
+    case Part::Steps:
+      return get_samples(r, s.steps);
+    case Part::Windows:
+      return get_samples(r, s.windows);
+    default:
+      return false;
+  }
+  return r.ok();
+}
+
+CheckpointRecord CheckpointReader::take() {
+  active_ = false;
+  return std::move(rec_);
+}
+
+}  // namespace torchseal::tseal

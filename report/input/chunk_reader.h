@@ -1,0 +1,92 @@
+// One file's chunks to a HistorySink: the decoding and the per-pass ordering
+// every history read shares (a single file, a segmented history's main and
+// segment files, and the shim's capped writer, which replays its own output).
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "report/format/checkpoint.h"
+#include "report/format/records.h"
+#include "report/format/tseal_format.h"
+#include "report/input/history_reader.h"
+
+namespace torchseal {
+
+class ChunkReader {
+ public:
+  explicit ChunkReader(HistorySink &sink) : sink_(sink) {}
+
+  // False when the payload does not decode.
+  bool chunk(tseal::Chunk type, const uint8_t *p, size_t n);
+  // Ends the current pass (end of a file, or before anything that follows
+  // every event).
+  void flush_pass();
+
+  uint64_t events() const { return events_; }
+  bool clean() const { return clean_; }
+
+  // Segmented histories. The main file's End and Verdict follow the events
+  // of the segment files: held until release_held().
+  void set_hold_end(bool hold) { hold_end_ = hold; }
+  void release_held();
+  // Segment index entries read so far.
+  const std::vector<tseal::SegmentRecord> &segments() const { return segments_; }
+  // Checkpoints: delivered (whole or not) or skipped, set per file.
+  enum class Checkpoints { Skip, Whole, Window };
+  void set_checkpoints(Checkpoints c) { checkpoints_ = c; }
+  const ProcessInfo &process() const { return process_; }
+  double clock_base() const { return clock_base_; }
+
+ private:
+  bool deliver_checkpoint();
+
+  HistorySink &sink_;
+  struct PendingEvent {
+    Event e;
+    uint64_t seq;  // file order, to keep the sort stable and deterministic
+  };
+  std::vector<PendingEvent> pending_;
+  std::vector<std::string> py_strings_;  // id -> string, for PyStacks chunks
+  uint64_t seq_ = 0;
+  uint64_t events_ = 0;
+  bool clean_ = false;
+  ProcessInfo process_;
+  double clock_base_ = 0;
+
+  bool hold_end_ = false;
+  std::optional<tseal::EndRecord> end_;
+  std::optional<tseal::VerdictRecord> verdict_;
+  std::vector<tseal::SegmentRecord> segments_;
+  Checkpoints checkpoints_ = Checkpoints::Skip;
+  tseal::CheckpointReader checkpoint_;
+};
+
+// Reads one file's chunks (after its header) into `reader`. Returns false
+// and sets `damage` at the first damaged chunk; `offset` is where reading
+// stopped. `progress(bytes)` is called every few MB.
+struct ChunkFileResult {
+  uint64_t offset = 0;
+  uint64_t chunks = 0;
+  std::string damage;  // empty: read to its end
+};
+ChunkFileResult read_chunk_file(FILE *f, ChunkReader &reader,
+                                const std::function<void(uint64_t)> &progress = {});
+
+// Opens a history file and checks its header; `flags` gets its flags.
+// nullptr with a one-line `error` when it is not a readable history.
+FILE *open_history_file(const std::string &path, uint32_t &flags, std::string &error);
+
+// A capped history (report/input/segmented_reader.cpp).
+bool read_segmented(const std::string &path, FILE *main, HistorySink &sink, std::string &error,
+                    std::vector<std::string> &warnings, HistoryReadStats *stats,
+                    void (*progress)(uint64_t, uint64_t), const HistoryWindow *window);
+
+// The file of segment `seq` of the history at `path`.
+std::string segment_path(const std::string &path, uint64_t seq);
+
+}  // namespace torchseal

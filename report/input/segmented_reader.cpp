@@ -1,0 +1,194 @@
+// A capped history: the main file (metadata, the segment index, end and
+// verdict), then the segment files the request needs, each opened through
+// the index. A whole-run read starts at the checkpoint of the oldest segment
+// of the unbroken run of segments that ends the history (the drops are all
+// before it), so it ends with what an uncapped read ends with; a window
+// starts at the checkpoint of the segment it begins in.
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <map>
+#include <memory>
+
+#include "report/input/chunk_reader.h"
+
+namespace torchseal {
+
+std::string segment_path(const std::string &path, uint64_t seq) {
+  char suffix[32];
+  snprintf(suffix, sizeof suffix, ".%06" PRIu64, seq);
+  return path + suffix;
+}
+
+namespace {
+
+struct Seg {
+  uint64_t seq = 0;
+  bool indexed = false;  // closed: its index entry was written
+  tseal::SegmentRecord rec;
+  bool on_disk = false;
+  uint64_t size = 0;
+};
+
+bool file_size(const std::string &p, uint64_t &size) {
+  struct stat st;
+  if (stat(p.c_str(), &st) != 0) return false;
+  size = static_cast<uint64_t>(st.st_size);
+  return true;
+}
+
+// Whether segment `s` can hold part of the window (an unindexed segment, the
+// one being written at a crash, may hold anything after the indexed ones).
+bool overlaps(const Seg &s, const HistoryWindow &w, uint64_t from_ns, uint64_t to_ns) {
+  if (!s.indexed) return true;
+  if (w.by_time) return s.rec.last_ns >= from_ns && s.rec.first_ns <= to_ns;
+  // Steps A..B begin after step A-1 ended and end when step B does.
+  bool after_start = !w.from_step || s.rec.step_at_end + 1 >= w.from_step;
+  bool before_end = !w.to_step || s.rec.step_at_start < w.to_step;
+  return after_start && before_end;
+}
+
+}  // namespace
+
+bool read_segmented(const std::string &path, FILE *main, HistorySink &sink, std::string &error,
+                    std::vector<std::string> &warnings, HistoryReadStats *stats,
+                    void (*progress)(uint64_t, uint64_t), const HistoryWindow *window) {
+  (void)error;
+  ChunkReader reader(sink);
+  reader.set_hold_end(true);
+  ChunkFileResult mres = read_chunk_file(main, reader);
+  if (!mres.damage.empty())
+    warnings.push_back("history file " + path + " is truncated or corrupt at byte " +
+                       std::to_string(mres.offset) + " (" + mres.damage +
+                       "); its segment index ends there");
+  uint64_t bytes_read = mres.offset;
+
+  // The index, then any segment written after its last entry (the one open
+  // when the process died).
+  std::map<uint64_t, Seg> segs;
+  uint64_t limit = 0, seg_bytes = 0;
+  for (const tseal::SegmentRecord &r : reader.segments()) {
+    Seg &s = segs[r.seq];
+    s.seq = r.seq;
+    s.indexed = true;
+    s.rec = r;
+    limit = r.limit_bytes;
+    seg_bytes = r.segment_bytes;
+  }
+  uint64_t next = segs.empty() ? 1 : segs.rbegin()->first + 1;
+  for (;; ++next) {
+    uint64_t size;
+    if (!file_size(segment_path(path, next), size)) break;
+    Seg &s = segs[next];
+    s.seq = next;
+  }
+  uint64_t on_disk = 0;
+  for (auto &[seq, s] : segs) {
+    s.on_disk = file_size(segment_path(path, seq), s.size);
+    on_disk += s.on_disk;
+  }
+
+  // Which segments to read, oldest first.
+  std::vector<const Seg *> plan;
+  HistoryWindow w = window ? *window : HistoryWindow{};
+  if (!w.any()) {
+    // The unbroken run of segments on disk that ends the history.
+    for (auto it = segs.rbegin(); it != segs.rend() && it->second.on_disk; ++it)
+      plan.insert(plan.begin(), &it->second);
+  } else {
+    double start_ns = (reader.process().start_time - reader.clock_base()) * 1e9;
+    double f = start_ns + w.from_s * 1e9, t = start_ns + w.to_s * 1e9;
+    uint64_t from_ns = w.by_time && f > 0 ? static_cast<uint64_t>(f) : 0;
+    uint64_t to_ns = !w.by_time || w.to_s < 0 ? UINT64_MAX : t > 0 ? static_cast<uint64_t>(t) : 0;
+    for (auto &[seq, s] : segs) {
+      if (!overlaps(s, w, from_ns, to_ns)) {
+        if (!plan.empty()) break;
+        continue;
+      }
+      if (!s.on_disk) {
+        if (plan.empty()) continue;  // the window begins in dropped detail: start after it
+        warnings.push_back("the window reaches segment " + std::to_string(seq) +
+                           ", whose detail the history cap dropped: it ends there");
+        break;
+      }
+      plan.push_back(&s);
+    }
+    if (plan.empty()) {
+      for (auto &[seq, s] : segs)
+        if (!s.on_disk && overlaps(s, w, from_ns, to_ns)) {
+          warnings.push_back("the window lies in segments whose detail the history cap dropped "
+                             "(from segment " + std::to_string(seq) +
+                             "): only what was live there is known");
+          break;
+        }
+    } else if (segs.begin()->second.seq != plan.front()->seq) {
+      auto prev = segs.find(plan.front()->seq - 1);
+      if (prev != segs.end() && !prev->second.on_disk && overlaps(prev->second, w, from_ns, to_ns))
+        warnings.push_back("the window begins in segments whose detail the history cap dropped: "
+                           "it starts at segment " + std::to_string(plan.front()->seq));
+    }
+  }
+
+  uint64_t total = 0, done = 0;
+  for (const Seg *s : plan) total += s->size;
+  bool truncated = false;
+  uint64_t read = 0;
+  for (size_t i = 0; i < plan.size() && !sink.done(); ++i) {
+    const Seg *s = plan[i];
+    std::string sp = segment_path(path, s->seq);
+    uint32_t flags = 0;
+    std::string err;
+    std::unique_ptr<FILE, int (*)(FILE *)> f(open_history_file(sp, flags, err), fclose);
+    if (!f || !(flags & tseal::kFlagSegment)) {
+      warnings.push_back(f ? sp + " is not a segment of a capped history" : err);
+      truncated = true;
+      break;
+    }
+    // Only the first segment read starts from its checkpoint (and one after
+    // damage); the others continue from the events before them.
+    if (i == 0) reader.set_checkpoints(w.any() ? ChunkReader::Checkpoints::Window
+                                               : ChunkReader::Checkpoints::Whole);
+    ChunkFileResult res = read_chunk_file(f.get(), reader, [&](uint64_t at) {
+      if (progress) progress(done + at, total);
+    });
+    ++read;
+    bytes_read += res.offset;
+    done += s->size;
+    if (!res.damage.empty()) {
+      truncated = true;
+      // A whole-run read resumes at the next segment's checkpoint, which
+      // holds everything up to it; a window ends at the damage.
+      bool resume = i + 1 < plan.size() && !w.any();
+      warnings.push_back("history segment " + sp + " is truncated or corrupt at byte " +
+                         std::to_string(res.offset) + " (" + res.damage + ")" +
+                         (resume ? "; the next segment's checkpoint takes over"
+                                 : "; using the events before it"));
+      if (!resume) break;
+      reader.set_checkpoints(ChunkReader::Checkpoints::Whole);
+    }
+  }
+  reader.release_held();
+  sink.on_read_done();
+  if (!reader.clean()) {
+    truncated = true;
+    warnings.push_back("history file " + path +
+                       " is truncated: it has no clean end (the process crashed or was killed); "
+                       "using the " + std::to_string(reader.events()) + " events it holds");
+  }
+  if (stats) {
+    stats->bytes = bytes_read;
+    stats->events = reader.events();
+    stats->clean_end = reader.clean();
+    stats->truncated = truncated;
+    stats->segments = segs.size();
+    stats->segments_on_disk = on_disk;
+    stats->segments_read = read;
+    stats->segment_bytes = seg_bytes;
+    stats->limit_bytes = limit;
+  }
+  return true;
+}
+
+}  // namespace torchseal

@@ -1,0 +1,58 @@
+// The replay's accumulation of a run: what each event adds to the lists the
+// analysis reads (RunSummary), with the same rules as the shim's recorder
+// (shim/core/recorder.cpp). The analysis replay builds its input on it, and
+// the shim's capped history writer runs it over its own output, so the
+// checkpoint a segment starts with is what a reader would have had there.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "report/model/run_summary.h"
+#include "report/replay/replay.h"
+
+namespace torchseal {
+
+class SummaryObserver : public ReplayObserver {
+ public:
+  void on_process(const ProcessInfo &, double clock_base) override { clock_base_ = clock_base; }
+  void on_event(const Event &e) override;
+  uint64_t on_alloc(const Event &e) override;
+  void on_teardown(const Event &, const std::vector<const ReplayRecord *> &dying) override;
+  void on_checkpoint(RunSummary &&summary, bool whole) override;
+
+  const RunSummary &summary() const { return sum_; }
+  double clock_base() const { return clock_base_; }
+  // The tseal::kPinOom / kPinMark bits of what was seen since the last call
+  // (the capped writer keeps full detail around OOMs, marks and dumps).
+  uint8_t take_notable() {
+    uint8_t n = notable_;
+    notable_ = 0;
+    return n;
+  }
+  // Step number of the latest Step event (0 before the first).
+  uint64_t last_step() const { return last_step_; }
+
+ protected:
+  RunSummary sum_;
+  double clock_base_ = 0;
+
+  static constexpr size_t kMaxMarks = 10000;  // a report lists them all: keep it readable
+  // The shim keeps at most 8 undecided or seen OOMs and 8 recovered ones
+  // (shim/core/recorder.cpp): the first 16 with their live set cover them
+  // unless a run retried often, and the newest 8 the OOM the program saw.
+  static constexpr size_t kSnapshotFirst = 16, kSnapshotLast = 8;
+  static constexpr size_t kMaxOoms = 4096;
+
+ private:
+  void oom(const Event &e);
+  void step(const Event &e);
+
+  uint8_t notable_ = 0;
+  uint64_t last_step_ = 0;
+};
+
+// Same bounded thinning as the shim (shim/core/recorder.cpp), so both agree.
+void push_step_sample(std::vector<StepSample> &v, StepSample &&s);
+
+}  // namespace torchseal

@@ -1,0 +1,356 @@
+#include "shim/sink/segments.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <new>
+
+#include "report/format/checkpoint.h"
+#include "report/format/event_codec.h"
+#include "report/format/tseal_format.h"
+#include "report/input/chunk_reader.h"
+#include "report/replay/replay.h"
+#include "report/replay/summary_observer.h"
+#include "shim/core/fast_clock.h"
+#include "shim/runtime/log.h"
+
+namespace torchseal::history::segments {
+
+namespace {
+
+using tseal::Chunk;
+
+// The replay of what was written, with what the index needs of the segment
+// being written: its time range and event count.
+class HeadObserver : public SummaryObserver {
+ public:
+  void on_event(const Event &e) override {
+    SummaryObserver::on_event(e);
+    if (!seg_events_++) first_ns_ = e.time_ns;
+    last_ns_ = e.time_ns;
+    run_last_ns_ = e.time_ns;
+  }
+  void start_segment() {
+    seg_events_ = 0;
+    first_ns_ = last_ns_ = 0;
+  }
+  uint64_t seg_events_ = 0, first_ns_ = 0, last_ns_ = 0;
+  uint64_t run_last_ns_ = 0;  // the latest event written (the writer runs behind)
+};
+
+// Between the reader (which orders a pass's events by time) and the replay:
+// re-encodes the ordered events into slices, each written as a pass of its
+// own. A pass holds whatever the threads made since the last one, which on
+// a busy machine is many segments' worth; slices of it let a segment end at
+// any point, so segments keep their size, and each slice is still totally
+// ordered against the next (the reader's one rule).
+class Slicer : public HistorySink {
+ public:
+  explicit Slicer(HistorySink &next) : next_(next) {}
+  void on_process(const ProcessInfo &p, double clock_base) override {
+    next_.on_process(p, clock_base);
+  }
+  void on_label(uint32_t id, std::string &&label) override { next_.on_label(id, std::move(label)); }
+  void on_event(const Event &e) override;
+  // Writes the slice so far as one pass.
+  void flush();
+
+ private:
+  struct Thread {
+    uint32_t tid;
+    tseal::CodecState st;
+    uint64_t base_time = 0, count = 0;
+    std::vector<uint8_t> bytes;
+  };
+  HistorySink &next_;
+  std::vector<Thread> threads_;
+  size_t bytes_ = 0;
+  uint64_t last_ns_ = 0;
+};
+
+struct Kept {
+  uint64_t seq;
+  uint64_t bytes;
+  uint8_t pins;
+};
+
+struct State {
+  bool active = false;
+  std::string path;
+  uint64_t limit = 0, seg_target = 0, largest = 0;
+  WriteFn write_main = nullptr;
+  ErrorFn on_error = nullptr;
+  uint64_t main_bytes = 0;
+  int fd = -1;
+  uint64_t seq = 0, cur_bytes = 0, step_at_start = 0;
+  uint8_t cur_pins = 0;
+  std::deque<Kept> kept;  // closed segments on disk, oldest first
+  std::unique_ptr<HeadObserver> obs;
+  std::unique_ptr<Replay> replay;
+  std::unique_ptr<Slicer> slicer;
+  std::unique_ptr<ChunkReader> reader;
+};
+
+State &S() {
+  alignas(State) static unsigned char storage[sizeof(State)];
+  static State *s = new (storage) State();
+  return *s;
+}
+
+// The chunks of `bytes` (whole chunks, as this writer made them) to the
+// replay; `only_labels`: the main file's, of which the replay needs only the
+// process and the mark labels.
+void replay_chunks(const std::vector<uint8_t> &bytes, size_t from, bool only_labels) {
+  State &s = S();
+  size_t at = from;
+  while (at + tseal::kChunkHeaderSize <= bytes.size()) {
+    const uint8_t *h = bytes.data() + at;
+    auto type = static_cast<Chunk>(h[0]);
+    uint32_t len = h[4] | h[5] << 8 | h[6] << 16 | static_cast<uint32_t>(h[7]) << 24;
+    const uint8_t *p = h + tseal::kChunkHeaderSize;
+    if (!only_labels || type == Chunk::Labels || type == Chunk::Process)
+      s.reader->chunk(type, p, len);
+    at += tseal::kChunkHeaderSize + len;
+  }
+}
+
+bool write_seg(const uint8_t *p, size_t n) {
+  State &s = S();
+  size_t off = 0;
+  while (off < n) {
+    ssize_t w = ::write(s.fd, p + off, n - off);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      int err = errno;
+      s.active = false;
+      s.on_error(err);
+      return false;
+    }
+    off += static_cast<size_t>(w);
+  }
+  s.cur_bytes += n;
+  return true;
+}
+
+void write_main(const std::vector<uint8_t> &out) {
+  State &s = S();
+  s.write_main(out);
+  s.main_bytes += out.size();
+}
+
+bool open_segment() {
+  State &s = S();
+  ++s.seq;
+  std::string p = segment_path(s.path, s.seq);
+  s.fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (s.fd < 0) {
+    int err = errno;
+    s.active = false;
+    s.on_error(err);
+    return false;
+  }
+  s.cur_bytes = 0;
+  s.cur_pins = s.seq == 1 ? tseal::kPinFirst : 0;
+  s.step_at_start = s.obs->last_step();
+  s.obs->start_segment();
+  tseal::CheckpointRecord c;
+  c.seq = s.seq;
+  c.time_ns = s.obs->run_last_ns_ ? s.obs->run_last_ns_ : now_ns();
+  c.step = s.step_at_start;
+  c.live = s.replay->live_events();
+  c.maps = s.replay->vmm_maps().list();
+  c.summary = s.obs->summary();
+  std::vector<uint8_t> out;
+  tseal::append_file_header(out, tseal::kFlagSegment);
+  tseal::append_checkpoint(out, c);
+  if (!write_seg(out.data(), out.size())) return false;
+  // A checkpoint larger than half a segment would leave room for few
+  // events: segments grow with it (up to half the cap).
+  s.seg_target = std::max(s.seg_target, std::min(2 * out.size(), s.limit / 2));
+  return true;
+}
+
+// The segment to delete next, or none: the oldest without a pin, unless
+// pinned segments hold more than half the cap (the recent part needs room),
+// then the oldest pinned one of the lowest rank (marks and dumps, then OOMs,
+// then the first steps).
+std::deque<Kept>::iterator victim() {
+  State &s = S();
+  uint64_t pinned = 0;
+  for (const Kept &k : s.kept)
+    if (k.pins) pinned += k.bytes;
+  if (pinned <= s.limit / 2)
+    for (auto it = s.kept.begin(); it != s.kept.end(); ++it)
+      if (!it->pins) return it;
+  for (uint8_t rank : {tseal::kPinMark, tseal::kPinOom, tseal::kPinFirst})
+    for (auto it = s.kept.begin(); it != s.kept.end(); ++it)
+      if (it->pins && !(it->pins & ~(rank | (rank - 1)))) return it;
+  return s.kept.empty() ? s.kept.end() : s.kept.begin();
+}
+
+// Deletes segments until the files and a full next segment fit the cap.
+void enforce_cap() {
+  State &s = S();
+  auto on_disk = [&] {
+    uint64_t n = s.main_bytes;
+    for (const Kept &k : s.kept) n += k.bytes;
+    return n;
+  };
+  // Room for the next segment: as large as the largest so far (a pass is
+  // never split, so a fast producer's segments outgrow the target).
+  uint64_t room = std::max(s.seg_target, s.largest);
+  while (!s.kept.empty() && on_disk() + room > s.limit) {
+    auto it = victim();
+    if (it == s.kept.end()) break;
+    std::string p = segment_path(s.path, it->seq);
+    if (unlink(p.c_str()) != 0 && errno != ENOENT)
+      log::warn("cannot delete history segment %s: %s", p.c_str(), strerror(errno));
+    s.kept.erase(it);
+  }
+}
+
+void close_segment() {
+  State &s = S();
+  if (s.fd < 0) return;
+  ::close(s.fd);
+  s.fd = -1;
+  tseal::SegmentRecord r;
+  r.seq = s.seq;
+  r.first_ns = s.obs->first_ns_;
+  r.last_ns = s.obs->last_ns_;
+  r.step_at_start = s.step_at_start;
+  r.step_at_end = s.obs->last_step();
+  r.events = s.obs->seg_events_;
+  r.bytes = s.cur_bytes;
+  r.pins = s.cur_pins;
+  s.largest = std::max(s.largest, s.cur_bytes);
+  r.limit_bytes = s.limit;
+  r.segment_bytes = std::max(s.seg_target, s.largest);
+  std::vector<uint8_t> out;
+  tseal::append_record(out, Chunk::Segment, r);
+  write_main(out);
+  s.kept.push_back({s.seq, s.cur_bytes, s.cur_pins});
+}
+
+
+// The pins of what this slice held (an OOM, a mark or a dump keeps its
+// segment and the one before it), then a new segment when this one is full.
+void after_slice() {
+  State &s = S();
+  if (uint8_t notable = s.obs->take_notable()) {
+    s.cur_pins |= notable;
+    if (!s.kept.empty() && s.kept.back().seq + 1 == s.seq) s.kept.back().pins |= notable;
+  }
+  if (s.cur_bytes < s.seg_target) return;
+  close_segment();
+  enforce_cap();
+  open_segment();
+}
+
+void Slicer::on_event(const Event &e) {
+  next_.on_event(e);
+  Thread *t = nullptr;
+  for (Thread &x : threads_)
+    if (x.tid == e.tid) t = &x;
+  if (!t) {
+    t = &threads_.emplace_back();
+    t->tid = e.tid;
+  }
+  if (!t->count) {
+    t->base_time = e.time_ns;
+    t->st.reset(e.time_ns);
+  }
+  size_t at = t->bytes.size();
+  t->bytes.resize(at + tseal::kMaxEventBytes);
+  size_t n = tseal::encode_event(t->bytes.data() + at, t->st, e);
+  t->bytes.resize(at + n);
+  ++t->count;
+  bytes_ += n;
+  last_ns_ = e.time_ns;
+  // Eight slices a segment: a segment ends within an eighth of its size.
+  if (bytes_ >= std::max<uint64_t>(S().seg_target / 8, 4096)) flush();
+}
+
+void Slicer::flush() {
+  State &s = S();
+  if (!bytes_ || !s.active) return;
+  std::vector<uint8_t> out;
+  out.reserve(bytes_ + 64 * threads_.size() + 32);
+  tseal::append_record(out, Chunk::Pass, tseal::PassRecord{last_ns_});
+  for (Thread &t : threads_) {
+    if (!t.count) continue;
+    std::vector<uint8_t> payload;
+    payload.reserve(t.bytes.size() + 24);
+    tseal::ByteWriter w(payload);
+    tseal::EventsHeader{t.tid, t.base_time, t.count}.encode(w);
+    payload.insert(payload.end(), t.bytes.begin(), t.bytes.end());
+    tseal::append_chunk(out, Chunk::Events, payload);
+  }
+  threads_.clear();
+  bytes_ = 0;
+  if (write_seg(out.data(), out.size())) after_slice();
+}
+
+}  // namespace
+
+void begin(const std::string &path, uint64_t limit, const std::vector<uint8_t> &main_head,
+           WriteFn write_main_fn, ErrorFn on_error) {
+  State &s = S();
+  s.path = path;
+  s.limit = limit;
+  // 16 segments in the cap: dropping one frees a sixteenth, and a window
+  // opens a few. Never so small that a checkpoint would fill them.
+  s.seg_target = std::clamp<uint64_t>(limit / 16, 64u << 10, 64u << 20);
+  s.write_main = write_main_fn;
+  s.on_error = on_error;
+  s.main_bytes = main_head.size();
+  s.obs = std::make_unique<HeadObserver>();
+  s.replay = std::make_unique<Replay>(*s.obs);
+  s.slicer = std::make_unique<Slicer>(*s.replay);
+  s.reader = std::make_unique<ChunkReader>(*s.slicer);
+  s.active = true;
+  replay_chunks(main_head, tseal::kFileHeaderSize, true);
+  open_segment();
+}
+
+bool active() { return S().active; }
+
+void write_pass(const std::vector<uint8_t> &meta, const std::vector<uint8_t> &events) {
+  State &s = S();
+  if (!s.active) return;
+  if (!meta.empty()) {
+    write_main(meta);
+    replay_chunks(meta, 0, true);
+  }
+  if (events.empty()) return;
+  // The reader orders the pass and hands it to the slicer, which writes it.
+  replay_chunks(events, 0, false);
+  s.reader->flush_pass();
+  if (s.active) s.slicer->flush();
+}
+
+void finish() {
+  State &s = S();
+  if (!s.active) return;
+  close_segment();
+  s.active = false;
+}
+
+void reset_after_fork() {
+  State &s = S();
+  if (s.fd >= 0) ::close(s.fd);
+  // The parent's replay may have been mid-update at the fork: abandon it.
+  s.obs.release();
+  s.replay.release();
+  s.slicer.release();
+  s.reader.release();
+  new (&s) State();
+}
+
+}  // namespace torchseal::history::segments
