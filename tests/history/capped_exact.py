@@ -11,7 +11,7 @@ size. Checked:
 2. `torchseal report` of each history, and each in-process P.json: the
    leak set (site, bytes, allocations), growth verdicts, peak and event
    count are the ledger's, so capped and uncapped agree with each other.
-3. The capped history on disk (main file, segments, fold) is within the cap
+3. The capped history on disk (main file and segments) is within the cap
    plus one segment, and segments were dropped.
 4. Window reports (`--steps A..B`, and `--from/--to` between two marks) give
    the window's own event count, from the ledger; on the capped history
@@ -44,9 +44,8 @@ def workload_cmd(workload, ledger):
 
 
 def history_files(prefix):
-    """The files one history consists of: main file, segments, fold."""
-    return sorted(glob.glob(prefix + ".tseal") + glob.glob(prefix + ".tseal.[0-9]*") +
-                  glob.glob(prefix + ".tseal.fold"))
+    """The files one history consists of: main file and segments."""
+    return sorted(glob.glob(prefix + ".tseal") + glob.glob(prefix + ".tseal.[0-9]*"))
 
 
 def varint(data, pos):
