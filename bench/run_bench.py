@@ -26,10 +26,12 @@ import platform
 import re
 import shutil
 import statistics
-import struct
 import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+from harness.tseal import CHUNK_HEADER, chunks, varint  # noqa: E402
 
 MODES = {
     # rounds: interleaved bare/shim repetitions (medians taken over them)
@@ -251,23 +253,11 @@ def tseal_breakdown(path):
     events = 0
     with open(path, "rb") as f:
         data = f.read()
-    off = 16
-    while off + 12 <= len(data):
-        typ, _, _, _, ln, _crc = struct.unpack_from("<BBBBII", data, off)
-        payload = data[off + 12: off + 12 + ln]
-        out[names.get(typ, f"type{typ}")] = out.get(names.get(typ, f"type{typ}"), 0) + 12 + ln
+    for typ, payload in chunks(data):
+        name = names.get(typ, f"type{typ}")
+        out[name] = out.get(name, 0) + CHUNK_HEADER + len(payload)
         if typ == 5:
-            p = 12  # u32 tid, u64 base time
-            v, s = 0, 0
-            while True:
-                byte = payload[p]
-                p += 1
-                v |= (byte & 0x7F) << s
-                s += 7
-                if byte < 0x80:
-                    break
-            events += v
-        off += 12 + ln
+            events += varint(payload, 12)[0]  # after u32 tid, u64 base time
     return {"file_bytes": len(data), "chunk_bytes": out, "events_in_file": events}
 
 

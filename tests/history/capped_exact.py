@@ -32,6 +32,7 @@ import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from harness import Checker, Failed, clean_env, preload, run, with_simcuda  # noqa: E402
+from harness.tseal import chunks, varint  # noqa: E402
 
 SEED, THREADS, SITES, STEPS, EVENTS = 20, 4, 400, 100, 2_000_000
 LIMIT = 4 << 20  # bytes: about a fifth of the uncapped history
@@ -48,27 +49,14 @@ def history_files(prefix):
     return sorted(glob.glob(prefix + ".tseal") + glob.glob(prefix + ".tseal.[0-9]*"))
 
 
-def varint(data, pos):
-    v = shift = 0
-    while True:
-        b = data[pos]
-        pos += 1
-        v |= (b & 0x7F) << shift
-        shift += 7
-        if b < 0x80:
-            return v, pos
-
-
 def segment_index(tseal):
     """The main file's clock (process start, clock base: unix seconds) and
     segment index, read independently of torchseal's reader
     (docs/tseal-format.md; report/format/checkpoint.h, SegmentRecord)."""
     with open(tseal, "rb") as f:
         data = f.read()
-    off, start, base, segs = 16, None, None, []
-    while off + 12 <= len(data):
-        typ, _, _, _, ln, _crc = struct.unpack_from("<BBBBII", data, off)
-        p = data[off + 12: off + 12 + ln]
+    start, base, segs = None, None, []
+    for typ, p in chunks(data):
         if typ == 1:  # Process (report/format/records.cpp)
             _, pos = varint(p, 8)  # u64 pid, svarint rank
             n, pos = varint(p, pos)  # str hostname
@@ -89,7 +77,6 @@ def segment_index(tseal):
                 vals.append(v)
             segs.append(dict(zip(("seq", "first_ns", "last_ns", "step_at_start", "step_at_end",
                                   "events", "bytes"), vals), pins=p[pos]))
-        off += 12 + ln
     return start, base, segs
 
 
