@@ -12,10 +12,10 @@ section of RESULTS.md.
 benchmark still runs, nothing about timing is asserted, and nothing is written
 outside --out-dir.
 
---longrun runs only (h), the long run under a history cap (10^9 events by
-default: --longrun-events N for a smaller check). It writes its own generated
-section of RESULTS.md and F-longrun.json for --results-json F, so the two
-runs never overwrite each other's figures.
+--longrun runs only (h), the long run under a history cap (10^9 events under
+1 GiB by default; --longrun-events N and --longrun-limit SIZE for a smaller
+check). It writes its own generated section of RESULTS.md and F-longrun.json
+for --results-json F, so the two runs never overwrite each other's figures.
 """
 import argparse
 import datetime
@@ -647,6 +647,7 @@ def main():
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--longrun", action="store_true", help="only (h), the long run under a cap")
     ap.add_argument("--longrun-events", type=int, help="(h): this many events instead of 10^9")
+    ap.add_argument("--longrun-limit", help="(h): this history cap instead of 1GiB (e.g. 64MiB)")
     ap.add_argument("--results-json")
     ap.add_argument("--results-md")
     ap.add_argument("--only", help="subset of sections (for development)")
@@ -656,8 +657,9 @@ def main():
         args.out_dir = os.path.join(here, "out")
     t0 = time.perf_counter()
     ctx = Ctx(args)
-    if args.longrun_events:
-        ctx.p = dict(ctx.p, longrun=dict(ctx.p["longrun"], events=args.longrun_events))
+    for key in ("events", "limit"):
+        if getattr(args, "longrun_" + key):
+            ctx.p = dict(ctx.p, longrun=dict(ctx.p["longrun"], **{key: getattr(args, "longrun_" + key)}))
     only = args.only or SECTIONS[ctx.mode]
     r = {"machine": machine_info(ctx), "params": ctx.p}
     if "a" in only or "c" in only:
