@@ -97,7 +97,8 @@ size_t encode_event(uint8_t *dst, CodecState &st, const Event &e) {
           break;
         case Op::Step:
         case Op::Mark:
-          w.varint(e.size);  // step number / label string id
+        case Op::Dump:
+          w.varint(e.size);  // step number / label string id / trigger
           break;
         default:
           break;
@@ -115,7 +116,7 @@ bool decode_event(ByteReader &r, CodecState &st, Event &e) {
   e = Event{};
   uint8_t b = r.u8();
   uint8_t opv = b >> 4, nib = b & 15;
-  if (opv > static_cast<uint8_t>(Op::Mark)) {
+  if (opv > static_cast<uint8_t>(kLastOp)) {
     // An unknown token: treat as corruption, never guess a length.
     r.u32();
     while (!r.done()) r.u8();
@@ -179,6 +180,7 @@ bool decode_event(ByteReader &r, CodecState &st, Event &e) {
           break;
         case Op::Step:
         case Op::Mark:
+        case Op::Dump:
           e.size = r.varint();
           break;
         default:

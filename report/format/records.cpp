@@ -158,6 +158,16 @@ void append_events_chunk(std::vector<uint8_t> &out, uint32_t tid,
   append_chunk(out, Chunk::Events, payload);
 }
 
+void append_events_chunk(std::vector<uint8_t> &out, const EventsHeader &h, const uint8_t *encoded,
+                         size_t n) {
+  std::vector<uint8_t> payload;
+  payload.reserve(n + 24);
+  ByteWriter w(payload);
+  h.encode(w);
+  w.bytes(encoded, n);
+  append_chunk(out, Chunk::Events, payload);
+}
+
 void PassRecord::encode(ByteWriter &w) const { w.u64(time_ns); }
 
 bool PassRecord::decode(ByteReader &r) {

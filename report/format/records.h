@@ -83,6 +83,9 @@ struct EventsHeader {
 // for writers that hold the events themselves (tests, fixtures); the shim
 // encodes as it records and frames its bytes with EventsHeader.
 void append_events_chunk(std::vector<uint8_t> &out, uint32_t tid, const std::vector<Event> &events);
+// ... and for events already encoded (event_codec.h) from h.base_time on.
+void append_events_chunk(std::vector<uint8_t> &out, const EventsHeader &h, const uint8_t *encoded,
+                         size_t n);
 
 struct PassRecord {
   uint64_t time_ns = 0;  // CLOCK_MONOTONIC when the writer cut the pass

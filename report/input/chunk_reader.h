@@ -23,6 +23,9 @@ class ChunkReader {
 
   // False when the payload does not decode.
   bool chunk(tseal::Chunk type, const uint8_t *p, size_t n);
+  // One thread's encoded events (an Events chunk's header fields and the
+  // bytes after them), for a writer that holds them unframed.
+  bool events(uint32_t tid, uint64_t base_time, uint64_t count, const uint8_t *p, size_t n);
   // Ends the current pass (end of a file, or before anything that follows
   // every event).
   void flush_pass();
@@ -46,13 +49,9 @@ class ChunkReader {
   bool deliver_checkpoint();
 
   HistorySink &sink_;
-  struct PendingEvent {
-    Event e;
-    uint64_t seq;  // file order, to keep the sort stable and deterministic
-  };
-  std::vector<PendingEvent> pending_;
+  std::vector<Event> pending_;  // this pass's, in file order
+  std::vector<size_t> runs_;  // where each Events chunk's events begin in pending_
   std::vector<std::string> py_strings_;  // id -> string, for PyStacks chunks
-  uint64_t seq_ = 0;
   uint64_t events_ = 0;
   bool clean_ = false;
   ProcessInfo process_;

@@ -40,4 +40,30 @@ bool family_from_name(std::string_view s, Family &out) {
   return false;
 }
 
+std::string_view dump_trigger_name(uint64_t code) {
+  switch (code) {
+    case static_cast<uint64_t>(DumpTrigger::Signal):
+      return "signal";
+    case static_cast<uint64_t>(DumpTrigger::Api):
+      return "api";
+    case static_cast<uint64_t>(DumpTrigger::Oom):
+      return "oom";
+    case static_cast<uint64_t>(DumpTrigger::Stop):
+      return "stop";
+    default:
+      return "unknown";
+  }
+}
+
+bool dump_trigger_from_name(std::string_view name, DumpTrigger &out) {
+  for (DumpTrigger t :
+       {DumpTrigger::Signal, DumpTrigger::Api, DumpTrigger::Oom, DumpTrigger::Stop}) {
+    if (dump_trigger_name(static_cast<uint64_t>(t)) == name) {
+      out = t;
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace torchseal

@@ -68,7 +68,17 @@ enum class Op : uint8_t {
   Unreserve = 8,    // VMM address free
   Step = 9,         // one training step ended
   Mark = 10,        // user label (string id in `size`)
+  Dump = 11,        // a report written while the program runs (DumpTrigger in `size`)
 };
+inline constexpr Op kLastOp = Op::Dump;
+
+// What made a dump (Dump events' `size`). Stored in history files: append only.
+enum class DumpTrigger : uint8_t { Signal = 1, Api = 2, Oom = 3, Stop = 4 };
+// The report's spelling ("signal", "api", "oom", "stop"; "unknown" for a
+// code this build does not know), as in P.<n>.json's `trigger`.
+std::string_view dump_trigger_name(uint64_t code);
+// false for "exit" (not a dump) and any other name.
+bool dump_trigger_from_name(std::string_view name, DumpTrigger &out);
 
 // Step events carry the step number in `size`; time-window boundaries (used
 // when the program marks no steps) set this bit.

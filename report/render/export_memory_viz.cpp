@@ -572,7 +572,7 @@ class VizObserver : public ReplayObserver {
         mark(e);
         break;
       default:
-        break;  // invalid frees change nothing; VMM ranges, steps: not shown
+        break;  // invalid frees change nothing; VMM ranges, steps, dumps: not shown
     }
   }
 

@@ -118,6 +118,11 @@ class PerfettoSink : public ReplayObserver {
         instant(e, "mark " + label, "\"label\":" + json_string(label));
         break;
       }
+      case Op::Dump: {
+        std::string trigger(dump_trigger_name(e.size));
+        instant(e, "dump (" + trigger + ")", "\"trigger\":" + json_string(trigger));
+        break;
+      }
       default:
         break;  // allocations below; VMM map/unmap/reserve: address space, not memory
     }

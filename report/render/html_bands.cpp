@@ -285,7 +285,7 @@ std::string bands_json(BandHistory &h, const Report &report, const BandLimits &l
   d["sites"] = std::move(site_series);
 
   // Exact live bytes per series at the moments offered as buttons: the
-  // peak, each OOM (the first 50) and the end.
+  // peak, each OOM and each dump (the first 50 of each) and the end.
   auto snapshot = [&](uint64_t t) {
     std::map<uint32_t, uint64_t> by;
     for (size_t i = 0; i < h.allocs.size(); ++i) {
@@ -297,9 +297,10 @@ std::string bands_json(BandHistory &h, const Report &report, const BandLimits &l
     return json{{"t", rel(t)}, {"v", std::move(v)}};
   };
   json snaps = json::array({snapshot(peak_t), snapshot(t_end)});
-  size_t ooms = 0;
+  size_t ooms = 0, dumps = 0;
   for (const BandMoment &m : h.moments) {
-    if (m.kind == 'o' && ooms++ < 50) snaps.push_back(snapshot(m.time_ns));
+    if ((m.kind == 'o' && ooms++ < 50) || (m.kind == 'd' && dumps++ < 50))
+      snaps.push_back(snapshot(m.time_ns));
   }
   d["snapshots"] = std::move(snaps);
   d["stacks"] = stacks.take();

@@ -27,13 +27,13 @@ svg.timeline,svg.flame{width:100%;height:auto;display:block}
 svg.timeline .series{fill:none;stroke-width:1.5}svg .grid{stroke:#eee}
 svg .axis{font-size:11px;fill:#555}
 svg .m-step{stroke:#bbb;stroke-dasharray:2 3}svg .m-oom{stroke:#d00;stroke-width:2}
-svg .m-mark{stroke:#36c}svg .m-teardown{stroke:#f80;stroke-width:2}
+svg .m-mark{stroke:#36c}svg .m-dump{stroke:#909;stroke-width:2}svg .m-teardown{stroke:#f80;stroke-width:2}
 svg.flame text{font-size:11px;font-family:ui-monospace,monospace;pointer-events:none}
 svg.flame rect{stroke:#fff;stroke-width:.5}svg.flame g:hover rect{stroke:#000}
 .verdict{font-size:15px;margin:4px 0 8px}table.sites{width:auto}table.sites td{border:none;padding:1px 8px 1px 0}
 .legend .key{margin-right:14px;font-size:12px;white-space:nowrap}
 .legend i{display:inline-block;width:14px;height:4px;margin-right:4px;vertical-align:middle}
-.k-step{background:#bbb}.k-oom{background:#d00}.k-mark{background:#36c}.k-teardown{background:#f80}
+.k-step{background:#bbb}.k-oom{background:#d00}.k-mark{background:#36c}.k-dump{background:#909}.k-teardown{background:#f80}
 svg.spark{width:120px;height:28px;vertical-align:middle}svg.spark polyline{fill:none;stroke:#d62728;stroke-width:1.5}
 )css";
 
@@ -130,6 +130,38 @@ std::string holders_html(const std::vector<Holder> &holders) {
   return s + "</div>";
 }
 
+// Each verdict table shows its first kShownRows rows; the rest wait in a
+// <template> at the end of the page until "show all" puts them in. The
+// timeline's script comes after the tables, so it runs once the browser has
+// parsed a few dozen rows, not all of them (the 1M-event fixture's 1054
+// leak rows are 1 MB of HTML).
+constexpr size_t kShownRows = 50;
+
+struct LazyRows {
+  std::string templates;  // for the end of the page
+  size_t tables = 0;
+};
+
+// `open` is the table's start tag and header row; each of `rows` is one
+// entry's <tr> (or several). What follows the table is the button.
+std::string capped_table(const std::string &open, const std::vector<std::string> &rows,
+                         LazyRows &lazy) {
+  const size_t shown = std::min(rows.size(), kShownRows);
+  std::string h = open;
+  for (size_t i = 0; i < shown; ++i) h += rows[i];
+  h += "</table>\n";
+  if (shown == rows.size()) return h;
+  const std::string id = "ts-more-" + u64(lazy.tables++);
+  h += html_format(
+      "<p class=\"more\"><button type=\"button\" data-more=\"%s\">show all %zu</button> "
+      "<span class=\"note\">(the first %zu shown)</span></p>\n",
+      id.c_str(), rows.size(), shown);
+  lazy.templates += "<template id=\"" + id + "\">";
+  for (size_t i = shown; i < rows.size(); ++i) lazy.templates += rows[i];
+  lazy.templates += "</template>\n";
+  return h;
+}
+
 std::string header(const HtmlReportInput &in) {
   const Report &r = *in.report;
   const ProcessInfo &p = r.process;
@@ -159,25 +191,28 @@ std::string header(const HtmlReportInput &in) {
 }
 
 // Leaks, or the reachable entries (shaped like leaks).
-std::string leaks_table(const Report &r, const std::vector<LeakEntry> &entries, const char *none) {
+std::string leaks_table(const Report &r, const std::vector<LeakEntry> &entries, const char *none,
+                        LazyRows &lazy) {
   if (entries.empty()) return std::string("<p class=\"note\">") + none + "</p>\n";
   std::vector<const LeakEntry *> v;
   for (const LeakEntry &l : entries) v.push_back(&l);
   std::stable_sort(v.begin(), v.end(),
                    [](const LeakEntry *a, const LeakEntry *b) { return a->bytes > b->bytes; });
-  std::string h =
-      "<table class=\"leaks\"><tr><th>kind</th><th>api</th><th>device</th><th>bytes</th>"
-      "<th>allocations</th><th>detected at</th><th>user frame</th><th>stack</th></tr>\n";
+  std::vector<std::string> rows;
   for (const LeakEntry *l : v) {
-    h += "<tr><td>" + esc(l->kind) + "</td><td><code>" + esc(l->api) + "</code></td><td>" +
-         device_str(l->device) + "</td><td class=\"num\" title=\"" + u64(l->bytes) + " bytes\">" +
-         html_bytes(l->bytes) + "</td><td class=\"num\">" + u64(l->allocations) + "</td><td>" +
-         esc(l->detected_at) + "</td><td>" + user_frame_cell(l->frames, l->python_frames) +
-         holders_html(l->holders) + "</td><td>" +
-         stack_details(l->frames, l->python_frames, is_python_site(r, l->python_frames)) +
-         "</td></tr>\n";
+    rows.push_back("<tr><td>" + esc(l->kind) + "</td><td><code>" + esc(l->api) +
+                   "</code></td><td>" + device_str(l->device) + "</td><td class=\"num\" title=\"" +
+                   u64(l->bytes) + " bytes\">" + html_bytes(l->bytes) + "</td><td class=\"num\">" +
+                   u64(l->allocations) + "</td><td>" + esc(l->detected_at) + "</td><td>" +
+                   user_frame_cell(l->frames, l->python_frames) + holders_html(l->holders) +
+                   "</td><td>" +
+                   stack_details(l->frames, l->python_frames, is_python_site(r, l->python_frames)) +
+                   "</td></tr>\n");
   }
-  return h + "</table>\n";
+  return capped_table(
+      "<table class=\"leaks\"><tr><th>kind</th><th>api</th><th>device</th><th>bytes</th>"
+      "<th>allocations</th><th>detected at</th><th>user frame</th><th>stack</th></tr>\n",
+      rows, lazy);
 }
 
 // The growth entry holds only the fit: draw bytes_per_step * step.
@@ -195,25 +230,27 @@ std::string sparkline(const GrowthEntry &g) {
       w, h, g.bytes_per_step, steps, y0, w, y1);
 }
 
-std::string growth_table(const Report &r) {
+std::string growth_table(const Report &r, LazyRows &lazy) {
   if (r.growth.empty()) return "<p class=\"note\">No growing sites.</p>\n";
-  std::string h =
-      "<table class=\"growth\"><tr><th>trend (fitted)</th><th>bytes/step</th><th>growth</th>"
-      "<th>steps</th><th>r</th><th>kind</th><th>api</th><th>user frame</th><th>stack</th></tr>\n";
+  std::vector<std::string> rows;
   for (const GrowthEntry &g : r.growth) {
-    h += "<tr><td>" + sparkline(g) + "</td><td class=\"num\">" +
-         html_format("%.0f", g.bytes_per_step) + "</td><td class=\"num\">" +
-         (g.growth_bytes < 0 ? "-" + html_bytes(static_cast<uint64_t>(-g.growth_bytes))
-                             : html_bytes(static_cast<uint64_t>(g.growth_bytes))) +
-         "</td><td class=\"num\">" + u64(g.steps) + "</td><td class=\"num\">" +
-         html_format("%.3f", g.r) + "</td><td>" + esc(g.kind) + "</td><td><code>" + esc(g.api) +
-         "</code></td><td>" + user_frame_cell(g.frames, g.python_frames) + hint_html(g.hint) +
-         holders_html(g.holders) + "</td><td>" +
-         stack_details(g.frames, g.python_frames, is_python_site(r, g.python_frames)) +
-         "</td></tr>\n";
+    rows.push_back("<tr><td>" + sparkline(g) + "</td><td class=\"num\">" +
+                   html_format("%.0f", g.bytes_per_step) + "</td><td class=\"num\">" +
+                   (g.growth_bytes < 0 ? "-" + html_bytes(static_cast<uint64_t>(-g.growth_bytes))
+                                       : html_bytes(static_cast<uint64_t>(g.growth_bytes))) +
+                   "</td><td class=\"num\">" + u64(g.steps) + "</td><td class=\"num\">" +
+                   html_format("%.3f", g.r) + "</td><td>" + esc(g.kind) + "</td><td><code>" +
+                   esc(g.api) + "</code></td><td>" + user_frame_cell(g.frames, g.python_frames) +
+                   hint_html(g.hint) + holders_html(g.holders) + "</td><td>" +
+                   stack_details(g.frames, g.python_frames, is_python_site(r, g.python_frames)) +
+                   "</td></tr>\n");
   }
-  return h +
-         "</table>\n<p class=\"note\">Sparklines draw the fitted line "
+  return capped_table(
+             "<table class=\"growth\"><tr><th>trend (fitted)</th><th>bytes/step</th>"
+             "<th>growth</th><th>steps</th><th>r</th><th>kind</th><th>api</th><th>user frame</th>"
+             "<th>stack</th></tr>\n",
+             rows, lazy) +
+         "<p class=\"note\">Sparklines draw the fitted line "
          "(bytes/step &times; step), not measured samples.</p>\n";
 }
 
@@ -246,16 +283,18 @@ std::string oom_row(const Report &r, const OomEntry &o) {
 }
 
 // Unrecovered OOMs first: they are what crashed the program.
-std::string ooms_table(const Report &r) {
-  std::string h = "<h2>Out-of-memory failures (" + u64(r.ooms.size()) +
-                  ")</h2>\n<table class=\"ooms\"><tr><th>api</th><th>device</th><th>requested"
-                  "</th><th>live</th><th>where</th><th>stack</th></tr>\n";
+std::string ooms_table(const Report &r, LazyRows &lazy) {
+  std::vector<std::string> rows;
   for (bool recovered : {false, true}) {
     for (const OomEntry &o : r.ooms) {
-      if (o.recovered == recovered) h += oom_row(r, o);
+      if (o.recovered == recovered) rows.push_back(oom_row(r, o));
     }
   }
-  return h + "</table>\n";
+  return "<h2>Out-of-memory failures (" + u64(r.ooms.size()) + ")</h2>\n" +
+         capped_table(
+             "<table class=\"ooms\"><tr><th>api</th><th>device</th><th>requested</th>"
+             "<th>live</th><th>where</th><th>stack</th></tr>\n",
+             rows, lazy);
 }
 
 std::string invalid_frees_table(const Report &r) {
@@ -288,26 +327,21 @@ std::string verdict_line(const Report &r) {
 std::string render_html_report(const HtmlReportInput &in) {
   const Report &r = *in.report;
   const bool script = in.timeline && !in.data_json.empty();
-  std::string h =
-      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
-      "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
-      "style-src 'unsafe-inline'" +
-      std::string(script ? "; script-src 'unsafe-inline'" : "") +
-      "\">\n<title>torchseal report, pid " + u64(static_cast<uint64_t>(r.process.pid)) +
-      "</title>\n<style>" + kStyle + kHtmlScriptStyle + "</style></head><body>\n";
+  LazyRows lazy;
+  std::string h;
   std::string argv;
   for (const std::string &a : r.process.argv) argv += (argv.empty() ? "" : " ") + a;
   h += "<h1>torchseal report: " + esc(argv.empty() ? "(unknown program)" : argv) + "</h1>\n";
   // The verdict first (issue 19): growth, then unrecovered OOMs, then leaks,
   // then what Python still held; the timeline and the details after it.
   h += verdict_line(r);
-  h += "<h2>Growing sites (" + u64(r.growth.size()) + ")</h2>\n" + growth_table(r);
-  if (!r.ooms.empty()) h += ooms_table(r);
+  h += "<h2>Growing sites (" + u64(r.growth.size()) + ")</h2>\n" + growth_table(r, lazy);
+  if (!r.ooms.empty()) h += ooms_table(r, lazy);
   h += "<h2>Leaks (" + u64(r.leaks.size()) + ")</h2>\n" +
-       leaks_table(r, r.leaks, "No leaks detected.");
+       leaks_table(r, r.leaks, "No leaks detected.", lazy);
   if (!r.reachable.empty()) {
     h += "<h2>Reachable at exit (" + u64(r.reachable.size()) +
-         "): held by Python objects, not leaks</h2>\n" + leaks_table(r, r.reachable, "");
+         "): held by Python objects, not leaks</h2>\n" + leaks_table(r, r.reachable, "", lazy);
   }
   h += "<h2>Memory over the run</h2>\n";
   if (in.timeline) {
@@ -333,8 +367,15 @@ std::string render_html_report(const HtmlReportInput &in) {
        flame_html(r.leaks, !r.process.python.empty());
   if (!r.invalid_frees.empty()) h += invalid_frees_table(r);
   h += "<h2>Run</h2>\n" + header(in);
-  h += "</body></html>\n";
-  return h;
+  if (lazy.tables) h += lazy.templates + "<script>" + kHtmlRowsScript + "</script>\n";
+  const bool any_script = script || lazy.tables;
+  return "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+         "style-src 'unsafe-inline'" +
+         std::string(any_script ? "; script-src 'unsafe-inline'" : "") +
+         "\">\n<title>torchseal report, pid " + u64(static_cast<uint64_t>(r.process.pid)) +
+         "</title>\n<style>" + kStyle + kHtmlScriptStyle + "</style></head><body>\n" + h +
+         "</body></html>\n";
 }
 
 }  // namespace torchseal

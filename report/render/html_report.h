@@ -1,5 +1,6 @@
 // `torchseal report FILE --html OUT`: the report as one self-contained page
-// (inline CSS, SVG and, with a history, one inline script; no network: a
+// (inline CSS, SVG and, with a history, one inline script, plus a small one
+// when a verdict table has rows behind "show all"; no network: a
 // Content-Security-Policy forbids loading anything). Every report string is
 // HTML-escaped, and the script's data is JSON with '<' escaped.
 #pragma once

@@ -120,6 +120,7 @@ var ymax = Math.max(D.peak[1], 1);
 for (var q = 0; q < bandTop.length; q++) ymax = Math.max(ymax, bandTop[q][1] + restAt(bandTop[q][0]));
 ymax *= 1.05;
 
+var MC = {o: '#d00', d: '#909', m: '#36c', t: '#f80'};  // moment kinds, as html_report.cpp's CSS
 // A hue per site, the shade alternating per allocation (neighbours differ).
 function color(b) { return 'hsl(' + ((b.s * 137.5) % 360).toFixed(0) + ',60%,' + (48 + (b.i % 4) * 6) + '%)'; }
 
@@ -188,8 +189,7 @@ function draw() {
     }
     ctx.lineWidth = 1;
   }
-  // moments: OOMs, marks, teardowns; the peak; the chosen moment
-  var MC = {o: '#d00', m: '#36c', t: '#f80'};
+  // moments: OOMs, dumps, marks, teardowns; the peak; the chosen moment
   D.moments.forEach(function (m) {
     var mx = X(m[0]); if (mx < PADL || mx > W) return;
     ctx.strokeStyle = MC[m[1]] || '#36c'; ctx.lineWidth = m[1] === 'o' ? 2 : 1;
@@ -225,11 +225,19 @@ function draw() {
       ctx.fillText(secs(Tof(tx)), tx, yAxis + 15);
     }
   }
+  // Dumps name their trigger under the axis, as far as there is room.
+  var lastDump = -1e9;
+  ctx.textAlign = 'left';
   D.moments.forEach(function (m) {
     var mx = X(m[0]); if (mx < PADL || mx > W) return;
     ctx.fillStyle = MC[m[1]] || '#36c';
     ctx.beginPath(); ctx.moveTo(mx, yAxis); ctx.lineTo(mx - 4, yAxis + 8); ctx.lineTo(mx + 4, yAxis + 8); ctx.fill();
+    if (m[1] !== 'd' || mx - lastDump < 70) return;
+    var tw = ctx.measureText(m[2]).width;  // at the right edge, the name goes left of its marker
+    ctx.fillText(m[2], mx + 5 + tw > W ? mx - 5 - tw : mx + 5, H - 4);
+    lastDump = mx;
   });
+  ctx.textAlign = 'center';
   var px = X(D.peak[0]);
   if (px >= PADL && px <= W) { ctx.fillStyle = '#000'; ctx.fillText('peak', px, PADT + 10); }
   status.textContent = ' ' + (mode === 'step' ? stepAt(Tof(PADL)) + ' .. ' + stepAt(Tof(W))
@@ -275,9 +283,26 @@ function showTip(b, t, v, mx, my) {
     tip.appendChild(el('div', {}, 'aggregate of the smaller allocations: ' + bytes(r)));
     row(tip, 'at', stepAt(t));
   }
+  placeTip(mx, my);
+}
+function placeTip(mx, my) {
   tip.style.display = 'block';
   var left = Math.min(mx + 14, TL.clientWidth - Math.min(640, tip.offsetWidth) - 4);
   tip.style.left = Math.max(0, left) + 'px'; tip.style.top = (my + 14) + 'px';
+}
+// The moment whose axis marker is nearest x, within a few pixels.
+function momentNear(x) {
+  var best = null, bd = 6;
+  D.moments.forEach(function (m) { var d = Math.abs(X(m[0]) - x); if (d <= bd) { best = m; bd = d; } });
+  return best;
+}
+function showMomentTip(m, mx, my) {
+  tip.textContent = '';
+  var head = el('b', {}, m[2]);
+  head.style.color = MC[m[1]] || '#36c';
+  tip.appendChild(head);
+  row(tip, 'at', stepAt(m[0]));
+  placeTip(mx, my);
 }
 function localXY(ev) { var r = canvas.getBoundingClientRect(); return [ev.clientX - r.left, ev.clientY - r.top]; }
 function valueAt(y) { return (1 - (y - PADT) / (H - PADT - PADB)) * ymax; }
@@ -290,6 +315,12 @@ canvas.addEventListener('mousemove', function (ev) {
     view = [pan[1] - du, pan[2] - du]; draw(); return;
   }
   if (pinned || p[0] < PADL) return;
+  if (p[1] > H - PADB) {  // on the axis: the moment marked there
+    var m = momentNear(p[0]);
+    if (m) showMomentTip(m, p[0], p[1]); else tip.style.display = 'none';
+    if (hoverBand) { hoverBand = null; draw(); }
+    return;
+  }
   var t = Tof(p[0]), v = valueAt(p[1]);
   var b = bandAt(t, v);
   if (b !== hoverBand) { hoverBand = b; draw(); }
@@ -396,8 +427,10 @@ if (LIVE) {
     mbar.appendChild(b);
   }
   button('peak', D.peak[0], 'peak (' + bytes(D.peak[1]) + ') ' + stepAt(D.peak[0]));
-  D.moments.forEach(function (m, i) {
-    if (m[1] === 'o') button('OOM ' + (i + 1), m[0], m[2] + ', ' + stepAt(m[0]));
+  var nth = {o: 0, d: 0};
+  D.moments.forEach(function (m) {
+    if (m[1] === 'o') button('OOM ' + (++nth.o), m[0], m[2] + ', ' + stepAt(m[0]));
+    if (m[1] === 'd') button('dump ' + (++nth.d), m[0], m[2] + ', ' + stepAt(m[0]));
   });
   button('end', span, 'end of the run');
   mbar.appendChild(mlabel);
@@ -450,8 +483,27 @@ window.tsPoint = function (i, t) {
   var x = Math.max(PADL, Math.min(W - 1, (X(b.pts[k][0]) + X(e)) / 2));
   return [r.left + x, r.top + Y(b.pts[k][1] + b.size / 2)];
 };
+// Page coordinates of moment i's marker under the axis; null when out of view.
+window.tsMomentPoint = function (i) {
+  var mx = X(D.moments[i][0]), r = canvas.getBoundingClientRect();
+  return mx < PADL || mx > W ? null : [r.left + mx, r.top + H - PADB + 5];
+};
 window.tsReadyMs = performance.now();
 window.tsReady = true;
+})();
+)js";
+
+const char kHtmlRowsScript[] = R"js(
+(function () {
+'use strict';
+Array.prototype.forEach.call(document.querySelectorAll('button[data-more]'), function (b) {
+  b.addEventListener('click', function () {
+    var rows = document.getElementById(b.getAttribute('data-more'));
+    var table = b.parentNode.previousElementSibling;
+    table.tBodies[table.tBodies.length - 1].appendChild(document.importNode(rows.content, true));
+    b.parentNode.parentNode.removeChild(b.parentNode);
+  });
+});
 })();
 )js";
 

@@ -47,6 +47,9 @@ class TimelineSink : public ReplayObserver {
       case Op::Mark:
         marker(e, e.size, replay_->label(e.size));
         break;
+      case Op::Dump:
+        marker(e, e.size, std::string(dump_trigger_name(e.size)));
+        break;
       default:
         break;  // allocations below; VMM map/unmap/reserve: address space, not memory
     }
@@ -171,6 +174,10 @@ class TimelineSink : public ReplayObserver {
       case Op::Teardown:
         h_.moments.push_back({e.time_ns, "context teardown", 't'});
         break;
+      case Op::Dump:
+        h_.moments.push_back(
+            {e.time_ns, "dump (" + std::string(dump_trigger_name(e.size)) + ")", 'd'});
+        break;
       default:
         break;
     }
@@ -265,6 +272,10 @@ std::string timeline_html(const Timeline &t) {
         cls = "mark";
         title = "mark " + m.label + n;
         break;
+      case Op::Dump:
+        cls = "dump";
+        title = "dump (" + m.label + ")" + n;
+        break;
       default:
         cls = "teardown";
         title = "context teardown, device " + std::to_string(m.value) + n;
@@ -303,6 +314,7 @@ std::string timeline_html(const Timeline &t) {
        "<span class=\"key\"><i class=\"k-step\"></i>step</span>"
        "<span class=\"key\"><i class=\"k-oom\"></i>OOM</span>"
        "<span class=\"key\"><i class=\"k-mark\"></i>mark</span>"
+       "<span class=\"key\"><i class=\"k-dump\"></i>dump</span>"
        "<span class=\"key\"><i class=\"k-teardown\"></i>teardown</span></div>\n";
   h += html_format(
       "<p class=\"note\">%llu events over %s, %.0f buckets of %s each (max per "

@@ -2,7 +2,7 @@
 // history, live bytes tracked per (device, kind), down-sampled to at most
 // `max_points` time buckets per series (the bucket width doubles whenever
 // the trace outgrows them; each bucket keeps the max and the last value).
-// Steps, OOMs, marks and teardowns become markers, bucketed the same way.
+// Steps, OOMs, marks, dumps and teardowns become markers, bucketed the same way.
 // The SVG's memory is bounded by the live allocations plus O(max_points) per
 // series; `history` keeps every allocation's lifetime (40 bytes each).
 #pragma once
@@ -32,10 +32,10 @@ struct TimelineSeries {
 
 struct TimelineMarker {
   uint64_t bucket = 0;
-  Op op = Op::Step;    // Step, OomFail, Mark or Teardown
+  Op op = Op::Step;    // Step, OomFail, Mark, Dump or Teardown
   uint64_t count = 0;  // events of this op merged into the bucket
   uint64_t value = 0;  // last step number / mark label id / OOM request size
-  std::string label;   // Mark: the labels of the marks merged into the bucket
+  std::string label;   // Mark, Dump: the labels / triggers merged into the bucket
 };
 
 struct Timeline {

@@ -43,6 +43,9 @@ void SummaryObserver::on_event(const Event &e) {
             {clock_base_ + static_cast<double>(e.time_ns) / 1e9, replay_->label(e.size), e.tid});
       notable_ |= tseal::kPinMark;
       break;
+    case Op::Dump:
+      notable_ |= tseal::kPinMark;  // a dump's report points into the history here
+      break;
     default:
       break;  // VMM mappings: the replay keeps them
   }

@@ -419,6 +419,12 @@ void Recorder::on_mark(const char *label) {
     history::append(make_event(Op::Mark, ApiId::Unknown, Family::None, t, 0, id));
 }
 
+void Recorder::on_dump(DumpTrigger trigger) {
+  if (!history::enabled()) return;
+  history::append(make_event(Op::Dump, ApiId::Unknown, Family::None, now_ns(), 0,
+                             static_cast<uint64_t>(trigger)));
+}
+
 void Recorder::on_vmm_range(Op op, uint64_t addr, uint64_t size, uint64_t handle) {
   if (op == Op::Map || op == Op::Unmap) {
     Guard g(misc_lock_);

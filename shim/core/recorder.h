@@ -44,6 +44,10 @@ class Recorder {
   void on_step(bool window = false);
   // A user mark (torchseal_mark): a labelled point on the history timeline.
   void on_mark(const char *label);
+  // A dump report is being written now: a point on the history timeline.
+  // From any thread, the service thread too (history::append records
+  // whatever thread calls it; only the hooks skip internal threads).
+  void on_dump(DumpTrigger trigger);
   bool explicit_steps() const { return steps_.load(std::memory_order_relaxed) != 0; }
   // VMM address-space operations: they own no memory; maps and unmaps also
   // keep the current mappings, which place tensors in their handles.

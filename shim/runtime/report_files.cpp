@@ -160,6 +160,10 @@ int64_t write_report(const char *trigger, const std::string &given_prefix) {
   std::lock_guard<std::mutex> lock(g_write_mutex);
   if (g_output_disabled.load()) return -1;
   try {
+    // On the history's timeline at the moment the dump is taken; the exit
+    // report is not a dump (the End chunk dates it).
+    DumpTrigger dump;
+    if (dump_trigger_from_name(trigger, dump)) recorder().on_dump(dump);
     AnalysisInput in;
     in.trigger = trigger;
     recorder().snapshot(in);

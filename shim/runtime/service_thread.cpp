@@ -45,18 +45,9 @@ State &S() {
   return *s;
 }
 
-const char *trigger_name(int req) {
-  switch (req) {
-    case 1:
-      return "signal";
-    case 2:
-      return "api";
-    case 3:
-      return "oom";
-    default:
-      return "signal";
-  }
-}
+// The dump request codes are DumpTrigger's; its names are NUL-terminated
+// literals.
+const char *trigger_name(int req) { return dump_trigger_name(static_cast<uint64_t>(req)).data(); }
 
 void *service_main(void *) {
   State &s = S();
@@ -145,9 +136,10 @@ void finish(bool clean) {
   buffers::ring();
   pthread_join(s.thread, nullptr);
   s.thread_running = false;
-  buffers::set_accepting(false);
   pending = pending ? pending : buffers::take_dump_request();
+  // Still accepting events: the dump's own event goes into the last pass.
   if (pending && clean) write_report(trigger_name(pending));
+  buffers::set_accepting(false);
   file::pass(recorder().stacks());
   if (enabled()) {
     std::vector<uint8_t> out;

@@ -147,12 +147,7 @@ void append_new_labels(std::vector<uint8_t> &out) {
 }
 
 void append_events(std::vector<uint8_t> &out, const Sealed &c) {
-  std::vector<uint8_t> payload;
-  payload.reserve(c.bytes.size() + 24);
-  tseal::ByteWriter w(payload);
-  tseal::EventsHeader{c.tid, c.base_time, c.count}.encode(w);
-  payload.insert(payload.end(), c.bytes.begin(), c.bytes.end());
-  tseal::append_chunk(out, Chunk::Events, payload);
+  tseal::append_events_chunk(out, {c.tid, c.base_time, c.count}, c.bytes.data(), c.bytes.size());
   S().events_written += c.count;
 }
 
@@ -197,10 +192,9 @@ void pass(StackTable &stacks) {
   append_new_labels(meta);
   if (segments::active()) {
     // Capped: what the events refer to stays in the main file, the events
-    // go to the segment.
-    std::vector<uint8_t> &events = pass_chunk;
-    for (const Sealed &c : chunks) append_events(events, c);
-    segments::write_pass(meta, chunks.empty() ? std::vector<uint8_t>() : events);
+    // go to the segments.
+    for (const Sealed &c : chunks) S().events_written += c.count;
+    segments::write_pass(meta, chunks);
     return;
   }
   std::vector<uint8_t> &out = pass_chunk;

@@ -103,10 +103,9 @@ State &S() {
   return *s;
 }
 
-// The chunks of `bytes` (whole chunks, as this writer made them) to the
-// replay; `only_labels`: the main file's, of which the replay needs only the
-// process and the mark labels.
-void replay_chunks(const std::vector<uint8_t> &bytes, size_t from, bool only_labels) {
+// The main file's chunks (whole, as this writer made them) of which the
+// replay needs the process and the mark labels.
+void replay_chunks(const std::vector<uint8_t> &bytes, size_t from) {
   State &s = S();
   size_t at = from;
   while (at + tseal::kChunkHeaderSize <= bytes.size()) {
@@ -114,7 +113,7 @@ void replay_chunks(const std::vector<uint8_t> &bytes, size_t from, bool only_lab
     auto type = static_cast<Chunk>(h[0]);
     uint32_t len = h[4] | h[5] << 8 | h[6] << 16 | static_cast<uint32_t>(h[7]) << 24;
     const uint8_t *p = h + tseal::kChunkHeaderSize;
-    if (!only_labels || type == Chunk::Labels || type == Chunk::Process)
+    if (type == Chunk::Labels || type == Chunk::Process)
       s.reader->chunk(type, p, len);
     at += tseal::kChunkHeaderSize + len;
   }
@@ -284,13 +283,9 @@ void Slicer::flush() {
   out.reserve(bytes_ + 64 * threads_.size() + 32);
   tseal::append_record(out, Chunk::Pass, tseal::PassRecord{last_ns_});
   for (Thread &t : threads_) {
-    if (!t.count) continue;
-    std::vector<uint8_t> payload;
-    payload.reserve(t.bytes.size() + 24);
-    tseal::ByteWriter w(payload);
-    tseal::EventsHeader{t.tid, t.base_time, t.count}.encode(w);
-    payload.insert(payload.end(), t.bytes.begin(), t.bytes.end());
-    tseal::append_chunk(out, Chunk::Events, payload);
+    if (t.count)
+      tseal::append_events_chunk(out, {t.tid, t.base_time, t.count}, t.bytes.data(),
+                                 t.bytes.size());
   }
   threads_.clear();
   bytes_ = 0;
@@ -315,22 +310,23 @@ void begin(const std::string &path, uint64_t limit, const std::vector<uint8_t> &
   s.slicer = std::make_unique<Slicer>(*s.replay);
   s.reader = std::make_unique<ChunkReader>(*s.slicer);
   s.active = true;
-  replay_chunks(main_head, tseal::kFileHeaderSize, true);
+  replay_chunks(main_head, tseal::kFileHeaderSize);
   open_segment();
 }
 
 bool active() { return S().active; }
 
-void write_pass(const std::vector<uint8_t> &meta, const std::vector<uint8_t> &events) {
+void write_pass(const std::vector<uint8_t> &meta, const std::vector<buffers::Sealed> &chunks) {
   State &s = S();
   if (!s.active) return;
   if (!meta.empty()) {
     write_main(meta);
-    replay_chunks(meta, 0, true);
+    replay_chunks(meta, 0);
   }
-  if (events.empty()) return;
+  if (chunks.empty()) return;
   // The reader orders the pass and hands it to the slicer, which writes it.
-  replay_chunks(events, 0, false);
+  for (const buffers::Sealed &c : chunks)
+    s.reader->events(c.tid, c.base_time, c.count, c.bytes.data(), c.bytes.size());
   s.reader->flush_pass();
   if (s.active) s.slicer->flush();
 }

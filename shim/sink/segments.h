@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "shim/sink/thread_buffers.h"
+
 namespace torchseal::history::segments {
 
 using WriteFn = void (*)(const std::vector<uint8_t> &);
@@ -31,10 +33,10 @@ void begin(const std::string &path, uint64_t limit, const std::vector<uint8_t> &
            WriteFn write_main, ErrorFn on_error);
 bool active();
 
-// One pass: `meta` (modules, stacks, labels) to the main file, `events`
-// (the Pass chunk and the Events chunks) to the current segment, which is
-// closed and a new one begun once it reaches the segment size.
-void write_pass(const std::vector<uint8_t> &meta, const std::vector<uint8_t> &events);
+// One pass: `meta` (modules, stacks, labels) to the main file; the sealed
+// thread buffers are ordered, replayed and written to the current segment in
+// slices, and a new segment begins whenever one reaches the segment size.
+void write_pass(const std::vector<uint8_t> &meta, const std::vector<buffers::Sealed> &chunks);
 
 // Closes the current segment (its index entry goes to the main file).
 void finish();

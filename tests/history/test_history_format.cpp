@@ -125,9 +125,8 @@ TEST_CASE("varints and zigzag round trip at the edges") {
   CHECK_FALSE(r.ok());  // reading past the end fails, never overreads
 }
 
-TEST_CASE("event codec round trips every field it stores") {
-  auto events = random_events(20000, 7);
-  std::vector<uint8_t> buf;
+// Encodes `events` as one chunk's events and decodes them back.
+static std::vector<Event> round_trip(const std::vector<Event> &events, std::vector<uint8_t> &buf) {
   ByteWriter w(buf);
   CodecState st;
   st.reset(events.front().time_ns);
@@ -135,11 +134,20 @@ TEST_CASE("event codec round trips every field it stores") {
   ByteReader r(buf.data(), buf.size());
   CodecState ds;
   ds.reset(events.front().time_ns);
+  std::vector<Event> out;
   Event d;
-  size_t i = 0;
-  while (decode_event(r, ds, d)) {
-    REQUIRE(i < events.size());
-    const Event &e = events[i++];
+  while (decode_event(r, ds, d)) out.push_back(d);
+  CHECK(r.ok());
+  return out;
+}
+
+TEST_CASE("event codec round trips every field it stores") {
+  auto events = random_events(20000, 7);
+  std::vector<uint8_t> buf;
+  const std::vector<Event> decoded = round_trip(events, buf);
+  REQUIRE(decoded.size() == events.size());
+  for (size_t i = 0; i < events.size(); ++i) {
+    const Event &d = decoded[i], &e = events[i];
     CHECK(d.op == e.op);
     CHECK(d.time_ns == e.time_ns);
     CHECK(d.addr == e.addr);
@@ -151,10 +159,42 @@ TEST_CASE("event codec round trips every field it stores") {
       CHECK(d.device == e.device);
     }
   }
-  CHECK(r.ok());
-  CHECK(i == events.size());
   // Compactness of the event encoding itself (the benchmark measures files).
   CHECK(static_cast<double>(buf.size()) / static_cast<double>(events.size()) < 12.0);
+}
+
+TEST_CASE("Dump events round trip with their trigger; an op past the last is refused") {
+  std::vector<Event> events;
+  uint64_t t = 5000;
+  for (DumpTrigger d : {DumpTrigger::Signal, DumpTrigger::Api, DumpTrigger::Oom,
+                        DumpTrigger::Stop}) {
+    events.push_back(event_at(Op::Alloc, ApiId::cudaMalloc, 0x1000 + t, 256, t + 10));
+    events.push_back(event_at(Op::Dump, ApiId::Unknown, 0, static_cast<uint64_t>(d), t + 20));
+    events.push_back(event_at(Op::Mark, ApiId::Unknown, 0, 3, t + 30));
+    t += 30;
+  }
+  std::vector<uint8_t> buf;
+  const std::vector<Event> decoded = round_trip(events, buf);
+  REQUIRE(decoded.size() == events.size());
+  for (size_t i = 0; i < events.size(); ++i) {
+    CHECK(decoded[i].op == events[i].op);
+    CHECK(decoded[i].time_ns == events[i].time_ns);
+    CHECK(decoded[i].size == events[i].size);
+  }
+  CHECK(dump_trigger_name(static_cast<uint64_t>(DumpTrigger::Oom)) == "oom");
+  CHECK(dump_trigger_name(99) == "unknown");
+  DumpTrigger back;
+  CHECK(dump_trigger_from_name("stop", back));
+  CHECK(back == DumpTrigger::Stop);
+  CHECK_FALSE(dump_trigger_from_name("exit", back));
+
+  // The next op (not defined yet): undecodable, never guessed.
+  uint8_t next[] = {static_cast<uint8_t>((static_cast<uint8_t>(kLastOp) + 1) << 4), 1, 0, 0};
+  ByteReader nr(next, sizeof next);
+  CodecState ns;
+  ns.reset(0);
+  Event d;
+  CHECK_FALSE(decode_event(nr, ns, d));
 }
 
 TEST_CASE("reader returns every event in time order from a clean file") {
@@ -235,7 +275,7 @@ TEST_CASE("foreign files and unknown versions are rejected with one line") {
   unlink(path.c_str());
 }
 
-TEST_CASE("replay rebuilds live state, OOMs, teardown and steps") {
+TEST_CASE("replay rebuilds live state, OOMs, teardown and steps; dumps change nothing") {
   std::vector<Event> ev;
   auto mk = [&](Op op, ApiId api, uint64_t addr, uint64_t size, uint64_t t) {
     ev.push_back(event_at(op, api, addr, size, t));
@@ -245,6 +285,7 @@ TEST_CASE("replay rebuilds live state, OOMs, teardown and steps") {
   mk(Op::Free, ApiId::cudaFree, 0x1000, 0, 30);
   mk(Op::Step, ApiId::Unknown, 0, 1, 35);
   mk(Op::OomFail, ApiId::cudaMalloc, 0, 1ull << 50, 40);
+  mk(Op::Dump, ApiId::Unknown, 0, static_cast<uint64_t>(DumpTrigger::Oom), 45);
   mk(Op::InvalidFree, ApiId::cudaFree, 0xdead, 0, 50);
   mk(Op::Alloc, ApiId::cuMemCreate, 7, 2 << 20, 60);
   mk(Op::Teardown, ApiId::cudaDeviceReset, 0, 0, 70);
@@ -256,7 +297,7 @@ TEST_CASE("replay rebuilds live state, OOMs, teardown and steps") {
   std::string error;
   std::vector<std::string> warnings;
   REQUIRE(replay_history(path, in, symbols, error, warnings));
-  CHECK(in.events == 7);  // allocs, frees, the OOM and the invalid free
+  CHECK(in.events == 7);  // allocs, frees, the OOM and the invalid free; not the dump
   REQUIRE(in.ooms.size() == 1);
   CHECK(in.ooms[0].live_bytes == 200);
   REQUIRE(in.invalid_frees.size() == 1);

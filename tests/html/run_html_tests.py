@@ -9,6 +9,7 @@ Environment (set by tests/html/meson.build):
   TSEAL_HTML_FIXTURE      tests/exports' tseal_fixture (synthetic 1M-event history)
   TSEAL_HTML_SHIM, TSEAL_HTML_SIMCUDA_DIR, TSEAL_HTML_EXAMPLE
                           shim, simcuda build dir and planted_leaks; empty = SKIP
+  TSEAL_HTML_OOM_EXAMPLE  the oom example (its OOM writes a dump); empty = SKIP
   TSEAL_HTML_BUILDDIR     where the screenshot artifact goes (html-report.png)
 
 Exit status: 0 pass, 1 fail, 77 skip (loudly: no Chromium, or a part not built).
@@ -33,6 +34,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cdp import Browser  # noqa: E402
 
 MAX_PAGE_BYTES = 5 * 1024 * 1024
+SHOWN_ROWS = 50  # report/render/html_report.cpp kShownRows
+# The verdict above the timeline: its first rows, not the 1 MB of them all.
+MAX_BYTES_BEFORE_SCRIPT = 300 * 1024
 RENDER_SECONDS_IDLE = 5.0  # for the printed note only
 PLANTED = ["leak_device_buffer", "leak_async_in_loop", "leak_pinned_staging"]
 
@@ -92,19 +96,26 @@ def html_report(inp, out):
     return page
 
 
-def run_planted(tmp):
-    shim, simcuda, exe = env("TSEAL_HTML_SHIM"), env("TSEAL_HTML_SIMCUDA_DIR"), env("TSEAL_HTML_EXAMPLE")
+def run_example(tmp, var, name, extra_env=None):
+    """Runs the example in $var under the shim; its output prefix, or None
+    when the shim, simcuda or the example is not built."""
+    shim, simcuda, exe = env("TSEAL_HTML_SHIM"), env("TSEAL_HTML_SIMCUDA_DIR"), env(var)
     if not (shim and simcuda and exe and os.path.exists(shim) and os.path.exists(exe)):
         return None
     e = with_simcuda(clean_env(drop_prefixes=("TORCHSEAL_",)), simcuda)
     e["LD_PRELOAD"] = preload(shim)
-    prefix = os.path.join(tmp, "p")
+    e.update(extra_env or {})
+    prefix = os.path.join(tmp, name)
     e["TORCHSEAL_OUTPUT"] = prefix
     r = run([exe], e, timeout=120)
     if not os.path.exists(prefix + ".tseal"):
-        raise Failed("no %s.tseal after planted_leaks (rc %d): %s" % (prefix, r.returncode,
-                                                                      r.stderr[-2000:]))
+        raise Failed("no %s.tseal after %s (rc %d): %s" % (prefix, os.path.basename(exe),
+                                                           r.returncode, r.stderr[-2000:]))
     return prefix
+
+
+def run_planted(tmp):
+    return run_example(tmp, "TSEAL_HTML_EXAMPLE", "p")
 
 
 def need_planted(tmp):
@@ -213,6 +224,13 @@ def test_large_1m(tmp):
             raise Failed("a series has %d points: not down-sampled" % len(pts.split()))
     if "<polyline" not in page:
         raise Failed("no timeline for a 1M-event history")
+    # The timeline's script must not wait for every verdict row to be
+    # parsed: the tables show their first rows, the rest wait at the end.
+    script_at, rows_at = page.index('id="ts-data"'), page.find("<template")
+    print("timeline script at byte %d of %d" % (script_at, size))
+    if rows_at < script_at or script_at > MAX_BYTES_BEFORE_SCRIPT:
+        raise Failed("the timeline's script starts at byte %d (the lazy rows at %d)" % (
+            script_at, rows_at))
     dom, secs = load(out)
     # What keeps the page fast to open is checked above, deterministically:
     # its size and the down-sampled series. The render time itself depends on
@@ -222,6 +240,29 @@ def test_large_1m(tmp):
         secs, RENDER_SECONDS_IDLE))
     if "Leaks (" not in dom:
         raise Failed("the rendered page lacks the leak table")
+    leaks = int(re.search(r"<h2>Leaks \((\d+)\)</h2>", dom).group(1))
+    if leaks <= SHOWN_ROWS:
+        raise Failed("the 1M-event fixture has only %d leak rows: nothing to show lazily" % leaks)
+    b = open_page(out)
+    try:
+        count = "document.querySelectorAll('table.leaks > tbody > tr').length - 1"
+        if b.eval(count) != SHOWN_ROWS:
+            raise Failed("the leak table shows %d rows, not the first %d" % (b.eval(count),
+                                                                            SHOWN_ROWS))
+        label = "show all %d" % leaks
+        clicked = b.eval("(function(){var x=Array.from(document.querySelectorAll("
+                         "'button[data-more]')).find(function(x){return x.textContent===%r;});"
+                         "if(x)x.click();return !!x;})()" % label)
+        if not clicked:
+            raise Failed("no %r button under the leak table" % label)
+        if b.eval(count) != leaks:
+            raise Failed("after %r the leak table has %d rows" % (label, b.eval(count)))
+        # The rows put in keep their lazy stacks (one <details> each).
+        if b.eval("document.querySelectorAll('table.leaks > tbody > tr details').length") < leaks:
+            raise Failed("the rows put in lack their stacks")
+        no_console(b)
+    finally:
+        b.close()
     return 0
 
 
@@ -414,7 +455,63 @@ def test_interactive(tmp):
         no_console(b)
     finally:
         b.close()
+    dump_check(tmp)
     return 0
+
+
+def dump_check(tmp):
+    """A real run that dumps (the oom example: its OOM writes P.1.json) has
+    the Dump event in its history: Perfetto shows it as an instant, and the
+    page's timeline marks it on the axis, the trigger named on hover."""
+    prefix = run_example(tmp, "TSEAL_HTML_OOM_EXAMPLE", "oom",
+                         {"SIMCUDA_MEMORY_BYTES": str(64 << 20)})
+    if prefix is None:
+        print("SKIP (dump marker): the oom example is not built")
+        return
+    if not os.path.exists(prefix + ".1.json"):
+        raise Failed("the oom example wrote no dump (%s.1.json)" % prefix)
+    pf = os.path.join(tmp, "oom-trace.json")
+    r = run([env("TSEAL_HTML_CLI"), "export", prefix + ".tseal", "--perfetto", pf], None,
+            timeout=120)
+    if r.returncode != 0:
+        raise Failed("torchseal export --perfetto: " + r.describe())
+    dumps = [e for e in json.load(open(pf))["traceEvents"]
+             if e.get("ph") == "i" and e.get("args", {}).get("trigger") == "oom"]
+    if len(dumps) != 1 or dumps[0]["name"] != "dump (oom)":
+        raise Failed("Perfetto trace: expected one 'dump (oom)' instant, got %r" % dumps)
+    out = os.path.join(tmp, "oom.html")
+    data = page_data(html_report(prefix + ".tseal", out))
+    marks = [i for i, m in enumerate(data["moments"]) if m[1] == "d"]
+    if len(marks) != 1 or data["moments"][marks[0]][2] != "dump (oom)":
+        raise Failed("page data: expected one dump (oom) moment, got %r" % data["moments"])
+    oom = [m[0] for m in data["moments"] if m[1] == "o"]
+    if not oom or data["moments"][marks[0]][0] < oom[0]:
+        raise Failed("the dump is not after the OOM that wrote it: %r" % data["moments"])
+    b = open_page(out)
+    try:
+        b.eval("document.getElementById('ts-axis-time').click()")
+        b.eval("document.getElementById('ts-canvas').scrollIntoView({block: 'center'})")
+        pt = b.eval("window.tsMomentPoint(%d)" % marks[0])
+        if not pt:
+            raise Failed("the dump's marker is outside the axis")
+        b.mouse("mouseMoved", pt[0], pt[1])
+        tip = b.eval("document.getElementById('ts-tip').innerText")
+        if "dump (oom)" not in tip:
+            raise Failed("hovering the dump's marker on the axis shows %r" % tip)
+        labels = b.eval("Array.from(document.querySelectorAll('#ts-moments button'))"
+                        ".map(function(x){return x.textContent;})")
+        if "dump 1" not in labels:
+            raise Failed("no 'dump 1' moment to pick: %r" % labels)
+        # Picking it shows what was live when the dump was written, exactly.
+        b.eval("Array.from(document.querySelectorAll('#ts-moments button'))"
+               ".find(function(x){return x.textContent==='dump 1';}).click()")
+        label = b.eval("document.getElementById('ts-moment-label').textContent")
+        if "dump (oom)" not in label or "bucket" in label:
+            raise Failed("picking the dump shows %r" % label)
+        shot(b, "html-dump.png")
+        no_console(b)
+    finally:
+        b.close()
 
 
 def test_torch(tmp):

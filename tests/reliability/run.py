@@ -4,8 +4,9 @@
 One invocation runs one scenario (meson registers one test per scenario):
 
     run.py stress                       8 threads x N pairs + SIGUSR1 every 10 ms
-    run.py crash MODE                   MODE: segv abort exit kill
-    run.py fork-live | fork-hammer | exec-noncuda
+    run.py crash MODE [capped]          MODE: segv abort exit kill; capped: under
+                                        TORCHSEAL_HISTORY_LIMIT (a segmented history)
+    run.py fork-live [capped] | fork-hammer | exec-noncuda
     run.py disk-full | unwritable-fallback | symlink-output | file-modes
     run.py bad-config VAR VALUE
     run.py host-integrity
@@ -151,18 +152,27 @@ def scenario_stress(args):
     return check.finish()
 
 
+# A cap far above what the programs write: the history is segmented (main
+# file, segment files, checkpoints) and nothing is dropped, so every event
+# count below holds as it does for a single file.
+CAPPED_LIMIT = "64MiB"
+
+
 def scenario_crash(args):
     """The process dies at a random point; the history stays readable, the
     original signal behaviour (status) is kept. segv/abort: flushed fully."""
     mode = args[0]
+    capped = "capped" in args[1:]
     prog = binary("crash_points")
     seed = int(os.environ.get("TSEAL_REL_SEED") or random.randrange(1, 1 << 30))
-    check = Checker("crash %s (seed %d)" % (mode, seed))
+    check = Checker("crash %s%s (seed %d)" % (mode, " capped" if capped else "", seed))
     expected = {"segv": "killed by SIGSEGV", "abort": "killed by SIGABRT",
                 "exit": "exit 7", "kill": "killed by SIGKILL"}[mode]
     with tempfile.TemporaryDirectory(prefix="tseal-rel-") as tmp:
         env = base_env()
         env["TORCHSEAL_OUTPUT"] = os.path.join(tmp, "p")
+        if capped:
+            env["TORCHSEAL_HISTORY_LIMIT"] = CAPPED_LIMIT
         r = run([prog, mode, str(seed)], env, cwd=tmp, umask=0)
         check.note("run", r.describe())
         check.eq("status (original signal behaviour kept)", r.status(), expected)
@@ -170,6 +180,8 @@ def scenario_crash(args):
         path = os.path.join(tmp, "p.tseal")
         if not check.true("history file exists", os.path.exists(path)):
             return check.finish()
+        if capped:
+            check.true("segment files exist", os.path.exists(path + ".000001"))
         h = histstat(path)
         check.note("history", json.dumps(h))
         check.eq("history readable", h["ok"], True)
@@ -189,10 +201,13 @@ def scenario_crash(args):
 
 def scenario_fork_live(args):
     prog = binary("fork_live")
-    check = Checker("fork-live")
+    capped = "capped" in args
+    check = Checker("fork-live" + (" capped" if capped else ""))
     with tempfile.TemporaryDirectory(prefix="tseal-rel-") as tmp:
         env = base_env()
         env["TORCHSEAL_OUTPUT"] = os.path.join(tmp, "p-%p")
+        if capped:
+            env["TORCHSEAL_HISTORY_LIMIT"] = CAPPED_LIMIT
         r = run([prog], env, cwd=tmp, umask=0)
         check.note("run", r.describe())
         check.eq("exit status", r.status(), "exit 0")
@@ -213,6 +228,8 @@ def scenario_fork_live(args):
                      r.value("parent_calls"))
         for who, pid, calls in (("parent", r.pid, "parent_calls"), ("child", child, "child_calls")):
             p = os.path.join(tmp, "p-%d.tseal" % pid)
+            if capped:
+                check.true("%s segment files exist" % who, os.path.exists(p + ".000001"))
             if check.true("%s history exists" % who, os.path.exists(p)):
                 h = histstat(p)
                 check.eq("%s history: clean end" % who, h["clean_end"], True)
