@@ -9,19 +9,20 @@
 //                              (fixed count, for callgrind).
 //   bench_workload live N      (f): N live allocations from one call site;
 //                              prints RSS before and after, then frees them.
+//   bench_workload steps N ... (h): N events over training steps from
+//                              several threads, with planted leaks and
+//                              growth and a ledger of them
+//                              (bench/workload_steps.cpp).
 //
 // Prints one JSON object on stdout.
 #include <cuda_runtime_api.h>
 
-#include <array>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <utility>
 #include <vector>
 
-#include "common.h"
+#include "workload_paths.h"
 
 namespace {
 
@@ -36,38 +37,10 @@ long rss_kib() {
   return kib;
 }
 
-struct AllocReq {
-  size_t size;
-  void *ptr;
-};
-
-void do_alloc(void *p) {
-  auto *r = static_cast<AllocReq *>(p);
-  if (cudaMalloc(&r->ptr, r->size) != cudaSuccess) r->ptr = nullptr;
-}
-
-// 100 distinct call paths: each instantiation is its own function, so the
-// return address it leaves on the stack differs.
-template <int K>
-__attribute__((noinline)) void path(int depth, AllocReq *r) {
-  bench::at_depth(depth, do_alloc, r);
-  asm volatile("" ::: "memory");
-}
-template <int... K>
-constexpr auto make_paths(std::integer_sequence<int, K...>) {
-  return std::array<void (*)(int, AllocReq *), sizeof...(K)>{&path<K>...};
-}
-constexpr int kPaths = 100;
-constexpr int kDepths = 50;
-const auto kPathTable = make_paths(std::make_integer_sequence<int, kPaths>{});
-
-size_t draw_size(bench::Rng &rng) {
-  // log-uniform over [512 B, 64 MiB], rounded up to 512
-  double lo = std::log(512.0), hi = std::log(64.0 * 1024 * 1024);
-  double v = std::exp(lo + (hi - lo) * rng.uniform());
-  size_t s = (static_cast<size_t>(v) + 511) & ~size_t(511);
-  return s ? s : 512;
-}
+using bench::AllocReq;
+using bench::do_alloc;
+using bench::kDepths;
+using bench::kPaths;
 
 int mixed(uint64_t n_events) {
   bench::Rng rng(42);
@@ -83,9 +56,9 @@ int mixed(uint64_t n_events) {
     if (events + lifo.size() + longlived.size() + 1 >= n_events) p_alloc = 0;  // drain
     if (lifo.empty() && longlived.empty()) p_alloc = 1;
     if (rng.uniform() < p_alloc) {
-      uint64_t site = rng.next() % (kPaths * kDepths);
-      AllocReq r{draw_size(rng), nullptr};
-      kPathTable[site % kPaths](1 + static_cast<int>(site / kPaths), &r);
+      int site = static_cast<int>(rng.next() % (kPaths * kDepths));
+      AllocReq r{bench::draw_size(rng, 512.0, 64.0 * 1024 * 1024), nullptr};
+      bench::alloc_at_site(site, &r);
       if (!r.ptr) {
         ++failed;
         continue;
@@ -173,11 +146,14 @@ int pairs(uint64_t n, int depth) {
 
 }  // namespace
 
+int steps_main(int argc, char **argv);  // bench/workload_steps.cpp
+
 int main(int argc, char **argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: bench_workload mixed|live N | pairs N DEPTH\n");
+    std::fprintf(stderr, "usage: bench_workload mixed|live N | pairs N DEPTH | steps N --seed S ...\n");
     return 2;
   }
+  if (!std::strcmp(argv[1], "steps")) return steps_main(argc, argv);
   uint64_t n = std::strtoull(argv[2], nullptr, 10);
   if (!std::strcmp(argv[1], "mixed")) return mixed(n);
   if (!std::strcmp(argv[1], "live")) return live(n);

@@ -5,12 +5,17 @@ Runs every measurement of the suite in one go, so all figures come from the
 same run on the same machine, and writes results.json plus the generated
 section of RESULTS.md.
 
-  run_bench.py --build-dir build-bench [--quick | --smoke] [--out-dir DIR]
+  run_bench.py --build-dir build-bench [--quick | --smoke | --longrun] [--out-dir DIR]
                [--results-json F] [--results-md F]
 
 --smoke is CI's quick mode (meson test --suite bench): tiny sizes, every
 benchmark still runs, nothing about timing is asserted, and nothing is written
 outside --out-dir.
+
+--longrun runs only (h), the long run under a history cap (10^9 events under
+1 GiB by default; --longrun-events N and --longrun-limit SIZE for a smaller
+check). It writes its own generated section of RESULTS.md and F-longrun.json
+for --results-json F, so the two runs never overwrite each other's figures.
 """
 import argparse
 import datetime
@@ -21,10 +26,12 @@ import platform
 import re
 import shutil
 import statistics
-import struct
 import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+from harness.tseal import CHUNK_HEADER, chunks, varint  # noqa: E402
 
 MODES = {
     # rounds: interleaved bare/shim repetitions (medians taken over them)
@@ -33,7 +40,10 @@ MODES = {
     "quick": dict(rounds=3, min_time=0.1, py_pairs=30000, py_rounds=3, mixed=1000000,
                   big=2000000, live=1000000, startup_runs=30),
     "smoke": dict(rounds=1, min_time=0.001, py_pairs=200, py_rounds=1, mixed=2000,
-                  big=5000, live=2000, startup_runs=2),
+                  big=5000, live=2000, startup_runs=2,
+                  longrun=dict(events=200000, steps=168, threads=2, sites=200, limit="1MiB")),
+    # (h): a "week" of 1680 steps, so one "hour" (1/168 of the run) is 10 steps.
+    "longrun": dict(longrun=dict(events=10**9, steps=1680, threads=4, sites=1000, limit="1GiB")),
 }
 
 TARGETS = {
@@ -45,6 +55,8 @@ TARGETS = {
     "f": "<= 96 bytes per live allocation",
     "g": "< 5 ms added startup for a process that never calls CUDA",
 }
+# Sections each mode runs by default (--only picks a subset for development).
+SECTIONS = {"full": "abcdefg", "quick": "abcdefg", "smoke": "abcdefgh", "longrun": "h"}
 
 
 def log(msg):
@@ -54,7 +66,8 @@ def log(msg):
 class Ctx:
     def __init__(self, args):
         self.args = args
-        self.mode = "smoke" if args.smoke else "quick" if args.quick else "full"
+        self.mode = ("smoke" if args.smoke else "quick" if args.quick
+                     else "longrun" if args.longrun else "full")
         self.p = MODES[self.mode]
         b = os.path.abspath(args.build_dir)
         self.build = b
@@ -240,23 +253,11 @@ def tseal_breakdown(path):
     events = 0
     with open(path, "rb") as f:
         data = f.read()
-    off = 16
-    while off + 12 <= len(data):
-        typ, _, _, _, ln, _crc = struct.unpack_from("<BBBBII", data, off)
-        payload = data[off + 12: off + 12 + ln]
-        out[names.get(typ, f"type{typ}")] = out.get(names.get(typ, f"type{typ}"), 0) + 12 + ln
+    for typ, payload in chunks(data):
+        name = names.get(typ, f"type{typ}")
+        out[name] = out.get(name, 0) + CHUNK_HEADER + len(payload)
         if typ == 5:
-            p = 12  # u32 tid, u64 base time
-            v, s = 0, 0
-            while True:
-                byte = payload[p]
-                p += 1
-                v |= (byte & 0x7F) << s
-                s += 7
-                if byte < 0x80:
-                    break
-            events += v
-        off += 12 + ln
+            events += varint(payload, 12)[0]  # after u32 tid, u64 base time
     return {"file_bytes": len(data), "chunk_bytes": out, "events_in_file": events}
 
 
@@ -284,12 +285,19 @@ def bench_history_size(ctx):
             "event_chunk_bytes_per_event": bd["chunk_bytes"]["events"] / ev}, info
 
 
-def timed(ctx, cmd, env):
-    """Wall seconds and peak RSS (KiB) of a child."""
+def timed(ctx, cmd, env, stdout_path=None):
+    """Wall seconds and peak RSS (KiB) of a child (its stdout to stdout_path)."""
+    if stdout_path:
+        with open(stdout_path, "w") as out:
+            return timed_to(ctx, cmd, env, out)
+    return timed_to(ctx, cmd, env, subprocess.DEVNULL)
+
+
+def timed_to(ctx, cmd, env, out):
     if ctx.time_v:
         tf = os.path.join(ctx.tmp, "time.txt")
         t0 = time.perf_counter()
-        r = subprocess.run([ctx.time_v, "-v", "-o", tf] + cmd, env=env, stdout=subprocess.DEVNULL,
+        r = subprocess.run([ctx.time_v, "-v", "-o", tf] + cmd, env=env, stdout=out,
                            stderr=subprocess.PIPE, text=True)
         wall = time.perf_counter() - t0
         if r.returncode not in (0, 1):  # report exits 1 when leaks are found
@@ -300,9 +308,128 @@ def timed(ctx, cmd, env):
     import resource
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     t0 = time.perf_counter()
-    subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(cmd, env=env, stdout=out, stderr=subprocess.DEVNULL)
     wall = time.perf_counter() - t0
     return wall, max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+
+
+# ---------------------------------------------------------------- (h)
+def history_files(prefix):
+    """A (capped) history's files: main file and segments."""
+    return sorted(glob.glob(prefix + ".tseal") + glob.glob(prefix + ".tseal.[0-9]*"))
+
+
+def leaks_by_function(entries):
+    out = {}
+    for e in entries:
+        fn = e["frames"][0]["function"] if e["frames"] else "?"
+        b, a = out.get(fn, (0, 0))
+        out[fn] = (b + e["bytes"], a + e["allocations"])
+    return out
+
+
+def bench_longrun(ctx):
+    p = ctx.p["longrun"]
+    log(f"(h) long run: {p['events']} events, {p['steps']} steps, {p['threads']} threads, "
+        f"cap {p['limit']}")
+    prefix = os.path.join(ctx.out, "longrun")
+    for f in glob.glob(prefix + ".*"):
+        os.unlink(f)
+    ledger_path = prefix + ".ledger.json"
+    env = ctx.env(shim=True, output=prefix,
+                  extra={"SIMCUDA_MEMORY_BYTES": "256GiB", "TORCHSEAL_HISTORY_LIMIT": p["limit"]})
+    t0 = time.perf_counter()
+    r = run([ctx.workload, "steps", str(p["events"]), "--seed", "1", "--threads", str(p["threads"]),
+             "--sites", str(p["sites"]), "--steps", str(p["steps"]), "--ledger", ledger_path], env)
+    exited = time.time()
+    wall = time.perf_counter() - t0
+    info = json.loads(r.stdout.strip().splitlines()[-1])
+    with open(ledger_path) as f:
+        ledger = json.load(f)
+    files = history_files(prefix)
+    res = {"params": p, "workload_wall_s": wall, "events": ledger["events"],
+           "events_per_s": ledger["events"] / wall,
+           # From the last torchseal_step() to the process's end: draining
+           # the live pools, then the exit report and the history's close.
+           "exit_s": exited - info["last_step_unix_s"],
+           "exit_after_drain_s": exited - info["drained_unix_s"],
+           "disk_bytes": sum(os.path.getsize(f) for f in files), "files": len(files)}
+    # One "hour" of the "week": 1/168 of the steps. At the end and before
+    # the warm-up mark (kept in full detail under a cap: the most recent
+    # segments, and those around a mark), in the middle (whose detail a cap
+    # drops first); then the whole run.
+    hour = max(1, p["steps"] // 168)
+    mid = p["steps"] // 2
+    marked = next(m["after_step"] for m in ledger["marks"] if m["label"] == "warm-up done")
+    queries = {"last_hour": ["--steps", f"{p['steps'] - hour + 1}..{p['steps']}"],
+               "hour_before_a_mark": ["--steps", f"{max(1, marked - hour + 1)}..{marked}"],
+               "middle_hour": ["--steps", f"{mid + 1}..{mid + hour}"],
+               "whole_run": []}
+    cli_env = ctx.env()
+    helptext = subprocess.run([ctx.cli, "report", "--help"], env=cli_env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True).stdout
+    if "--steps" not in helptext:  # a reader without windows: the whole run only
+        log("(h) this torchseal report reads no windows (--steps)")
+        queries = {"whole_run": []}
+    res["reports"] = {}
+    for name, extra in queries.items():
+        log(f"(h) torchseal report {' '.join(extra) or '(whole run)'}")
+        out = os.path.join(ctx.tmp, f"longrun-{name}.json")
+        w, rss = timed(ctx, [ctx.cli, "report", prefix + ".tseal", "--format", "json"] + extra,
+                       cli_env, stdout_path=out)
+        with open(out) as f:
+            rep = json.load(f)
+        res["reports"][name] = {"args": extra, "wall_s": w, "peak_rss_kib": rss,
+                                "events": rep["summary"]["events"],
+                                "history": rep.get("history"), "window": rep.get("window")}
+        if name == "whole_run":
+            want = {fn: (v["bytes"], v["allocations"]) for fn, v in ledger["leaks"].items()}
+            growth = sorted({e["frames"][0]["function"] for e in rep["growth"] if e["frames"]})
+            res["leaks_match_ledger"] = leaks_by_function(rep["leaks"]) == want
+            res["growth_matches_ledger"] = growth == sorted(ledger["growth"])
+            res["peak_matches_ledger"] = rep["summary"]["peak_bytes"] == ledger["peak_bytes"]
+            res["events_match_ledger"] = rep["summary"]["events"] == ledger["events"]
+            res["history"] = rep.get("history")
+    for f in files + glob.glob(prefix + ".*"):
+        if os.path.exists(f):
+            os.unlink(f)
+    return res
+
+
+def markdown_longrun(r, machine):
+    h = r["h"]
+    p = h["params"]
+    yes = lambda ok: "yes" if ok else "**no**"
+    L = [f"Run: {machine['date']} on `{machine['host']}`, {machine['cpu']}, {machine['cores']} cores; "
+         f"commit `{machine['commit']}`; mode `{machine['mode']}`; took {r['elapsed_s']:.0f} s.", ""]
+    L.append(f"`bench_workload steps {p['events']} --threads {p['threads']} --sites {p['sites']} "
+             f"--steps {p['steps']}` under `TORCHSEAL_HISTORY_LIMIT={p['limit']}`: "
+             f"{h['events']} events in {h['workload_wall_s']:.0f} s "
+             f"({h['events_per_s'] / 1e6:.2f}M events/s).")
+    L.append("")
+    hist = h.get("history") or {}
+    seg = hist.get("segment_bytes")
+    L.append("| disk used | files | segments written / kept | segment size | exit (last step to exit) |")
+    L.append("|---|---|---|---|---|")
+    L.append(f"| {h['disk_bytes'] / 2**20:.1f} MiB | {h['files']} | {hist.get('segments', 'n/a')} / "
+             f"{hist.get('segments_on_disk', 'n/a')} | "
+             f"{f'{seg / 2**20:.1f} MiB' if seg else 'n/a'} | {h['exit_s']:.2f} s "
+             f"({h['exit_after_drain_s']:.2f} s after the drain) |")
+    L.append("")
+    L.append("| `torchseal report` | window | events | segments read | bytes read | wall | peak RSS |")
+    L.append("|---|---|---|---|---|---|---|")
+    for name, x in h["reports"].items():
+        xh = x.get("history") or {}
+        br = xh.get("bytes_read")
+        L.append(f"| {name.replace('_', ' ')} | `{' '.join(x['args']) or 'all'}` | {x['events']} | "
+                 f"{xh.get('segments_read', 'n/a')} | {f'{br / 2**20:.1f} MiB' if br is not None else 'n/a'} | "
+                 f"{x['wall_s']:.2f} s | {x['peak_rss_kib'] / 1024:.0f} MiB |")
+    L.append("")
+    L.append(f"Whole-run report against the workload's ledger: leak set {yes(h['leaks_match_ledger'])}, "
+             f"growth sites {yes(h['growth_matches_ledger'])}, peak {yes(h['peak_matches_ledger'])}, "
+             f"event count {yes(h['events_match_ledger'])}. A window whose detail the cap "
+             f"dropped reads no segment and reports no events (only what was live there is known).")
+    return "\n".join(L)
 
 
 def bench_report(ctx, small):
@@ -498,9 +625,11 @@ def markdown(r):
 
 
 BEGIN, END = "<!-- BEGIN GENERATED (scripts/bench) -->", "<!-- END GENERATED -->"
+LONGRUN_BEGIN = "<!-- BEGIN GENERATED (scripts/bench --longrun) -->"
+LONGRUN_END = "<!-- END GENERATED (scripts/bench --longrun) -->"
 
 
-def write_md(path, body):
+def write_md(path, body, BEGIN=BEGIN, END=END):
     text = open(path).read() if os.path.exists(path) else f"# Benchmarks\n\n{BEGIN}\n{END}\n"
     if BEGIN not in text:
         text += f"\n{BEGIN}\n{END}\n"
@@ -516,45 +645,62 @@ def main():
     ap.add_argument("--out-dir", default=None)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--longrun", action="store_true", help="only (h), the long run under a cap")
+    ap.add_argument("--longrun-events", type=int, help="(h): this many events instead of 10^9")
+    ap.add_argument("--longrun-limit", help="(h): this history cap instead of 1GiB (e.g. 64MiB)")
     ap.add_argument("--results-json")
     ap.add_argument("--results-md")
-    ap.add_argument("--only", default="abcdefg", help="subset of sections (for development)")
+    ap.add_argument("--only", help="subset of sections (for development)")
     args = ap.parse_args()
     here = os.path.dirname(os.path.abspath(__file__))
     if args.out_dir is None:
         args.out_dir = os.path.join(here, "out")
     t0 = time.perf_counter()
     ctx = Ctx(args)
+    for key in ("events", "limit"):
+        if getattr(args, "longrun_" + key):
+            ctx.p = dict(ctx.p, longrun=dict(ctx.p["longrun"], **{key: getattr(args, "longrun_" + key)}))
+    only = args.only or SECTIONS[ctx.mode]
     r = {"machine": machine_info(ctx), "params": ctx.p}
-    if "a" in args.only or "c" in args.only:
+    if "a" in only or "c" in only:
         r["a"], r["c"] = bench_pairs(ctx)
-    if "b" in args.only:
+    if "b" in only:
         r["b"] = bench_python(ctx)
     small = None
-    if "d" in args.only or "e" in args.only:
+    if "d" in only or "e" in only:
         r["d"], small = bench_history_size(ctx)
-    if "e" in args.only:
+    if "e" in only:
         r["e"] = bench_report(ctx, small)
     if small and os.path.exists(small["path"]):
         os.unlink(small["path"])
-    if "f" in args.only:
+    if "f" in only:
         r["f"] = bench_live(ctx)
-    if "g" in args.only:
+    if "g" in only:
         r["g"] = bench_startup(ctx)
+    if "h" in only:
+        r["h"] = bench_longrun(ctx)
     r["elapsed_s"] = time.perf_counter() - t0
     shutil.rmtree(ctx.tmp, ignore_errors=True)
-    if args.only != "abcdefg":
+    if only != SECTIONS[ctx.mode]:
         print(json.dumps(r, indent=1))
         return
-    r["verdicts"] = verdicts(r)
-    md = markdown(r)
+    if ctx.mode == "longrun":
+        md = markdown_longrun(r, r["machine"])
+        results_json = os.path.splitext(args.results_json)[0] + "-longrun.json" if args.results_json else None
+        begin, end = LONGRUN_BEGIN, LONGRUN_END
+    else:
+        r["verdicts"] = verdicts(r)
+        md = markdown(r)
+        if "h" in r:
+            md += "\n\n### (h) Long run under a history cap\n\n" + markdown_longrun(r, r["machine"])
+        results_json, begin, end = args.results_json, BEGIN, END
     print(md)
-    if args.results_json:
-        with open(args.results_json, "w") as f:
+    if results_json:
+        with open(results_json, "w") as f:
             json.dump(r, f, indent=1)
             f.write("\n")
     if args.results_md:
-        write_md(args.results_md, md)
+        write_md(args.results_md, md, begin, end)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,8 @@
               kills its process group, a umask); Result describes it
     env       preload() (sanitizer runtimes first), clean_env() without
               torchseal settings, with_simcuda(), need() for meson's paths
+    tseal     a history file's chunks and varints, read without torchseal's
+              reader (bench/run_bench.py uses it too)
 
 A runner puts tests/ on sys.path and imports from here. Python 3 standard
 library only.
