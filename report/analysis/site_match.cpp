@@ -59,9 +59,11 @@ std::string site_chain(const SiteView &s) {
   field(key, s.extra);
   for (const NativeFrame &f : *s.frames) {
     if (f.function.empty() && f.file.empty()) {
+      // A frame without symbols is known by its module only: its address
+      // moves with ASLR from run to run (a stripped library's thread start),
+      // and the report does not keep the module's base to make it relative.
       key += 'A';
       field(key, basename_of(f.module));
-      key += std::to_string(f.address);
     } else {
       key += 'N';
       field(key, f.function);

@@ -187,9 +187,13 @@ std::deque<Kept>::iterator victim() {
   if (pinned <= s.limit / 2)
     for (auto it = s.kept.begin(); it != s.kept.end(); ++it)
       if (!it->pins) return it;
-  for (uint8_t rank : {tseal::kPinMark, tseal::kPinOom, tseal::kPinFirst})
+  // Pinned only for reasons of this rank or lower ones.
+  uint8_t ranks = 0;
+  for (uint8_t rank : {tseal::kPinMark, tseal::kPinOom, tseal::kPinFirst}) {
+    ranks |= rank;
     for (auto it = s.kept.begin(); it != s.kept.end(); ++it)
-      if (it->pins && !(it->pins & ~(rank | (rank - 1)))) return it;
+      if (it->pins && !(it->pins & ~ranks)) return it;
+  }
   return s.kept.empty() ? s.kept.end() : s.kept.begin();
 }
 

@@ -230,6 +230,13 @@ def main():
         c.note("capped history", "%d bytes in %d files, history %r" % (disk, len(files), h))
         c.true("disk used %d <= cap %d + one segment %s" % (disk, LIMIT, h.get("segment_bytes")),
                disk <= LIMIT + h.get("segment_bytes", 0))
+        # Full detail is kept around what matters: the run's first segment
+        # (its first steps) and the segment of each mark with the one before.
+        c.true("the first segment is kept", os.path.exists(prefixes["capped"] + ".tseal.000001"))
+        _, _, index = segment_index(prefixes["capped"] + ".tseal")
+        pinned = [s["seq"] for s in index if s["pins"] & 4]
+        c.true("a segment pinned by a mark is kept", any(
+            os.path.exists(prefixes["capped"] + ".tseal.%06d" % q) for q in pinned), detail=pinned)
         c.eq("capped vs uncapped: growth entries", growth_key(capped),
              growth_key(reports["uncapped"]))
 

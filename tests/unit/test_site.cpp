@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include "report/analysis/site.h"
+#include "report/analysis/site_match.h"
 
 using namespace torchseal;
 
@@ -97,4 +98,25 @@ TEST_CASE("site keys compare source locations, not addresses", "[site]") {
   std::vector<NativeFrame> raw1 = {frame("", "/app", "", 0, 0x1000)};
   std::vector<NativeFrame> raw2 = {frame("", "/app", "", 0, 0x1004)};
   CHECK(site_key(raw1, {}) != site_key(raw2, {}));
+}
+
+TEST_CASE("diff matches a site across runs whose unsymbolized frame moved with ASLR", "[site]") {
+  // Two runs of one program: the stripped library's frame has no symbols,
+  // and its address differs from run to run.
+  auto entry = [](uint64_t lib_addr) {
+    LeakEntry e;
+    e.kind = "device";
+    e.api = "cudaMalloc";
+    e.bytes = 4096;
+    e.allocations = 1;
+    e.frames = {frame("leak_site", "/bin/app", "app.cpp", 12),
+                frame("", "/usr/lib/libstdc++.so.6", "", 0, lib_addr)};
+    return e;
+  };
+  LeakEntry a = entry(0x7f1200001234), b = entry(0x7f5600001234);
+  std::vector<SiteView> va{site_view(a)}, vb{site_view(b)};
+  std::vector<long> m = match_sites(va, vb);
+  REQUIRE(m.size() == 1);
+  CHECK(m[0] == 0);
+  CHECK(site_chain(va[0]) == site_chain(vb[0]));
 }
