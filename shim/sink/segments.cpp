@@ -187,9 +187,11 @@ std::deque<Kept>::iterator victim() {
   if (pinned <= s.limit / 2)
     for (auto it = s.kept.begin(); it != s.kept.end(); ++it)
       if (!it->pins) return it;
+  // A segment goes at `rank` when it has no pin that ranks above it (the
+  // lower bits: kPinFirst < kPinOom < kPinMark).
   for (uint8_t rank : {tseal::kPinMark, tseal::kPinOom, tseal::kPinFirst})
     for (auto it = s.kept.begin(); it != s.kept.end(); ++it)
-      if (it->pins && !(it->pins & ~(rank | (rank - 1)))) return it;
+      if (it->pins && !(it->pins & (rank - 1))) return it;
   return s.kept.empty() ? s.kept.end() : s.kept.begin();
 }
 
