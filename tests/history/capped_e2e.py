@@ -10,7 +10,8 @@ dumps every few steps):
    and so has a step window, which reads only its segments (memory_viz too).
 3. Damage: a whole-run read resumes after an unreadable middle segment, a
    missing last segment leaves the run before it, a truncated last segment
-   warns, a segment or a missing file given as the history is one line.
+   warns, a segment or a missing file given as the history is one line, and
+   so is a negative, infinite or NaN --from/--to.
 4. `--steps` on time windows (TORCHSEAL_STEP_SECONDS) finds its segments.
 
     capped_e2e.py SHIM SIMCUDA_DIR CLI PROGRAM
@@ -79,8 +80,8 @@ def history_of(r):
     return r.get("history", {})
 
 
-def one_line_error(cli, path, what):
-    r = run_process([cli, "report", path], dict(os.environ))
+def one_line_error(cli, path, what, *args):
+    r = run_process([cli, "report", path] + list(args), dict(os.environ))
     lines = r.stderr.strip().splitlines()
     CHECK.true("%s: exit %d, stderr %r" % (what, r.returncode, r.stderr),
                r.returncode != 0 and len(lines) == 1)
@@ -144,6 +145,9 @@ def main():
         CHECK.true("a truncated last segment warns: %r" % r.stderr, "truncated" in r.stderr)
         one_line_error(cli, os.path.join(damaged, segs[0]), "a segment given as the history")
         one_line_error(cli, os.path.join(damaged, "absent.tseal"), "a missing main file")
+        # -1 stands for an unset end: from the user it must not open the window.
+        for bad in (["--to", "-1"], ["--from", "nan"], ["--from", "inf"]):
+            one_line_error(cli, capped, " ".join(bad), *bad)
 
         # Time windows (TORCHSEAL_STEP_SECONDS, no explicit steps) are steps
         # to --steps: the segment index must place them as the replay does.
