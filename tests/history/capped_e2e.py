@@ -4,7 +4,8 @@
 dumps every few steps):
 
 1. Under a 1 MiB cap, where marks pin every segment, the cap drops the
-   mark-pinned segments first: the first segment and the early OOM's stay.
+   mark-pinned segments first: the first segment and the early OOM's stay,
+   and so do the most recent segments, at least half the cap of them.
 2. `torchseal report --format json` of the capped history has the same
    leaks, growth, OOMs, invalid frees, marks and peak as the uncapped one,
    and so has a step window, which reads only its segments (memory_viz too).
@@ -103,8 +104,19 @@ def main():
                    len(segs) < int(segs[-1].rsplit(".", 1)[1]))
         CHECK.true("the first segment (the first steps and the OOM of step 2) outlives segments "
                    "pinned only by marks: %r" % segs, "capped.tseal.000001" in segs)
+        numbers = [int(f.rsplit(".", 1)[1]) for f in segs]
+        tail = [f for f, n in zip(segs, numbers) if n > max(
+            [a for a, b in zip(numbers, numbers[1:]) if b != a + 1] or [0])]
+        recent = sum(os.path.getsize(os.path.join(tmp, f)) for f in tail)
+        CHECK.true("the most recent segments keep at least half the cap (%d bytes in %r)"
+                   % (recent, tail), recent >= (1 << 20) // 2)
         full_report = report(cli, full)
-        same("whole run", report(cli, capped), full_report)
+        capped_report = report(cli, capped)
+        disk = sum(os.path.getsize(os.path.join(tmp, f)) for f in segs + ["capped.tseal"])
+        CHECK.true("on disk %d bytes: within the cap plus one segment (%r)"
+                   % (disk, history_of(capped_report)),
+                   disk <= (1 << 20) + history_of(capped_report).get("segment_bytes", 0))
+        same("whole run", capped_report, full_report)
 
         # A step window in the kept part: the same verdicts from fewer segments.
         for steps in ("225..232", "236..", "..2"):
@@ -151,8 +163,10 @@ def main():
 
         # Time windows (TORCHSEAL_STEP_SECONDS, no explicit steps) are steps
         # to --steps: the segment index must place them as the replay does.
+        # A cap that drops nothing: which segments a drop keeps would follow
+        # the timing of the windows.
         timed = record(shim, simcuda, program, os.path.join(tmp, "timed"), ["400", "nosteps"],
-                       LIMIT, {"TORCHSEAL_STEP_SECONDS": "0.05"})
+                       "4MiB", {"TORCHSEAL_STEP_SECONDS": "0.02"})
         wt = report(cli, timed, "--steps", "2..")
         CHECK.true("--steps over time windows of a capped history reads segments: %r %r"
                    % (history_of(wt), wt["summary"]["events"]),
