@@ -106,8 +106,7 @@ void add_window_options(CLI::App *cmd, WindowArgs &args) {
       "SECONDS");
   cmd->add_option("--from", args.from_s, "read the history from SECONDS after the process started")
       ->check(seconds);
-  cmd->add_option("--to", args.to_s, "... up to SECONDS after the process started")
-      ->check(seconds);
+  cmd->add_option("--to", args.to_s, "... up to SECONDS after the process started")->check(seconds);
   cmd->add_option("--steps", args.steps,
                   "read the history's steps A..B (both included; A.. or ..B leave an end open)")
       ->excludes("--from")

@@ -102,8 +102,7 @@ bool read_segmented(const std::string &path, FILE *main, HistorySink &sink, std:
     while (it != segs.rend() && !it->second.on_disk) ++it;
     if (it != segs.rbegin() && it != segs.rend())
       warnings.push_back("history segment " + segment_path(path, std::prev(it)->first) +
-                         " is missing: the report ends with segment " +
-                         std::to_string(it->first));
+                         " is missing: the report ends with segment " + std::to_string(it->first));
     for (; it != segs.rend() && it->second.on_disk; ++it) plan.insert(plan.begin(), &it->second);
   } else {
     double start_ns = (reader.process().start_time - reader.clock_base()) * 1e9;
