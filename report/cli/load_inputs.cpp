@@ -3,7 +3,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "report/analysis/suppressions.h"
@@ -91,8 +93,20 @@ bool write_output(const std::string &path, const std::string &text) {
 }
 
 void add_window_options(CLI::App *cmd, WindowArgs &args) {
-  cmd->add_option("--from", args.from_s, "read the history from SECONDS after the process started");
-  cmd->add_option("--to", args.to_s, "... up to SECONDS after the process started");
+  // -1 means unset: a negative, infinite or NaN time from the user would
+  // pass for one (or close the window before it opens).
+  CLI::Validator seconds(
+      [](std::string &text) -> std::string {
+        char *end = nullptr;
+        double v = std::strtod(text.c_str(), &end);
+        if (end == text.c_str() || *end || !std::isfinite(v) || v < 0)
+          return "expects seconds since the process started (0 or more), not '" + text + "'";
+        return "";
+      },
+      "SECONDS");
+  cmd->add_option("--from", args.from_s, "read the history from SECONDS after the process started")
+      ->check(seconds);
+  cmd->add_option("--to", args.to_s, "... up to SECONDS after the process started")->check(seconds);
   cmd->add_option("--steps", args.steps,
                   "read the history's steps A..B (both included; A.. or ..B leave an end open)")
       ->excludes("--from")

@@ -103,9 +103,10 @@ bool ChunkReader::chunk(Chunk type, const uint8_t *p, size_t n) {
       return true;
     }
     case Chunk::CheckpointBegin:
-      return checkpoint_.begin(r);
     case Chunk::CheckpointPart:
-      return checkpoint_.part(r);
+      if (type == Chunk::CheckpointBegin ? checkpoint_.begin(r) : checkpoint_.part(r)) return true;
+      checkpoint_.take();  // part of a checkpoint is no state to start from: never delivered
+      return false;
   }
   return true;  // a newer writer's chunk type: skipped (docs/tseal-format.md)
 }

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <iterator>
 #include <map>
 #include <memory>
 
@@ -94,9 +95,15 @@ bool read_segmented(const std::string &path, FILE *main, HistorySink &sink, std:
   std::vector<const Seg *> plan;
   HistoryWindow w = window ? *window : HistoryWindow{};
   if (!w.any()) {
-    // The unbroken run of segments on disk that ends the history.
-    for (auto it = segs.rbegin(); it != segs.rend() && it->second.on_disk; ++it)
-      plan.insert(plan.begin(), &it->second);
+    // The unbroken run of segments on disk that ends the history. The
+    // writer never deletes its last segment: when it is gone, the run that
+    // ends before it still holds the run up to there.
+    auto it = segs.rbegin();
+    while (it != segs.rend() && !it->second.on_disk) ++it;
+    if (it != segs.rbegin() && it != segs.rend())
+      warnings.push_back("history segment " + segment_path(path, std::prev(it)->first) +
+                         " is missing: the report ends with segment " + std::to_string(it->first));
+    for (; it != segs.rend() && it->second.on_disk; ++it) plan.insert(plan.begin(), &it->second);
   } else {
     double start_ns = (reader.process().start_time - reader.clock_base()) * 1e9;
     double f = start_ns + w.from_s * 1e9, t = start_ns + w.to_s * 1e9;
@@ -120,7 +127,7 @@ bool read_segmented(const std::string &path, FILE *main, HistorySink &sink, std:
         if (!s.on_disk && overlaps(s, w, from_ns, to_ns)) {
           warnings.push_back("the window lies in segments whose detail the history cap dropped "
                              "(from segment " + std::to_string(seq) +
-                             "): only what was live there is known");
+                             "): the report has none of its events");
           break;
         }
     } else if (segs.begin()->second.seq != plan.front()->seq) {
@@ -133,23 +140,30 @@ bool read_segmented(const std::string &path, FILE *main, HistorySink &sink, std:
 
   uint64_t total = 0, done = 0;
   for (const Seg *s : plan) total += s->size;
-  bool truncated = false;
+  bool truncated = false, fresh = true;
   uint64_t read = 0;
   for (size_t i = 0; i < plan.size() && !sink.done(); ++i) {
     const Seg *s = plan[i];
     std::string sp = segment_path(path, s->seq);
+    // A whole-run read resumes at the next segment's checkpoint, which holds
+    // everything up to it; a window ends at the damage.
+    bool resume = i + 1 < plan.size() && !w.any();
     uint32_t flags = 0;
     std::string err;
     std::unique_ptr<FILE, int (*)(FILE *)> f(open_history_file(sp, flags, err), fclose);
     if (!f || !(flags & tseal::kFlagSegment)) {
-      warnings.push_back(f ? sp + " is not a segment of a capped history" : err);
+      warnings.push_back((f ? sp + " is not a segment of a capped history" : err) +
+                         (resume ? "; the next segment's checkpoint takes over" : ""));
       truncated = true;
-      break;
+      if (!resume) break;
+      fresh = true;
+      continue;
     }
     // Only the first segment read starts from its checkpoint (and one after
     // damage); the others continue from the events before them.
-    if (i == 0) reader.set_checkpoints(w.any() ? ChunkReader::Checkpoints::Window
-                                               : ChunkReader::Checkpoints::Whole);
+    if (fresh) reader.set_checkpoints(w.any() ? ChunkReader::Checkpoints::Window
+                                              : ChunkReader::Checkpoints::Whole);
+    fresh = false;
     ChunkFileResult res = read_chunk_file(f.get(), reader, [&](uint64_t at) {
       if (progress) progress(done + at, total);
     });
@@ -158,15 +172,12 @@ bool read_segmented(const std::string &path, FILE *main, HistorySink &sink, std:
     done += s->size;
     if (!res.damage.empty()) {
       truncated = true;
-      // A whole-run read resumes at the next segment's checkpoint, which
-      // holds everything up to it; a window ends at the damage.
-      bool resume = i + 1 < plan.size() && !w.any();
       warnings.push_back("history segment " + sp + " is truncated or corrupt at byte " +
                          std::to_string(res.offset) + " (" + res.damage + ")" +
                          (resume ? "; the next segment's checkpoint takes over"
                                  : "; using the events before it"));
       if (!resume) break;
-      reader.set_checkpoints(ChunkReader::Checkpoints::Whole);
+      fresh = true;
     }
   }
   reader.release_held();

@@ -98,7 +98,9 @@ void SummaryObserver::step(const Event &e) {
   StepSample sample;
   sample.step = e.size & ~kWindowStepBit;
   sample.time_ns = e.time_ns;
-  if (!window) last_step_ = sample.step;
+  // Time windows count as steps too, as a step range (Replay) counts them:
+  // the segment index must place `--steps` on a TORCHSEAL_STEP_SECONDS run.
+  last_step_ = sample.step;
   std::unordered_map<uint64_t, size_t> index;
   replay_->for_each_live([&](const ReplayRecord &r) {
     const Event &a = r.alloc;

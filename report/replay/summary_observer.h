@@ -30,7 +30,7 @@ class SummaryObserver : public ReplayObserver {
     notable_ = 0;
     return n;
   }
-  // Step number of the latest Step event (0 before the first).
+  // Step number of the latest Step event, a time window's too (0 before the first).
   uint64_t last_step() const { return last_step_; }
 
  protected:

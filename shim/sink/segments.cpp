@@ -175,25 +175,23 @@ bool open_segment() {
   return true;
 }
 
-// The segment to delete next, or none: the oldest without a pin, unless
-// pinned segments hold more than half the cap (the recent part needs room),
-// then the oldest pinned one of the lowest rank (marks and dumps, then OOMs,
-// then the first steps).
+// The segment to delete next, or none. The most recent segments, at least
+// half the cap of them, stay while older ones remain (marks on every step
+// pin every segment: pins must not crowd out the recent part). Of the older
+// ones, the oldest without a pin goes first, then the oldest pinned one of
+// the lowest rank: marks and dumps, then OOMs, then the first steps.
 std::deque<Kept>::iterator victim() {
   State &s = S();
-  uint64_t pinned = 0;
-  for (const Kept &k : s.kept)
-    if (k.pins) pinned += k.bytes;
-  if (pinned <= s.limit / 2)
-    for (auto it = s.kept.begin(); it != s.kept.end(); ++it)
-      if (!it->pins) return it;
-  // Pinned only for reasons of this rank or lower ones.
-  uint8_t ranks = 0;
-  for (uint8_t rank : {tseal::kPinMark, tseal::kPinOom, tseal::kPinFirst}) {
-    ranks |= rank;
-    for (auto it = s.kept.begin(); it != s.kept.end(); ++it)
-      if (it->pins && !(it->pins & ~ranks)) return it;
-  }
+  auto recent = s.kept.end();
+  for (uint64_t bytes = 0; recent != s.kept.begin() && bytes < s.limit / 2;)
+    bytes += (--recent)->bytes;
+  for (auto it = s.kept.begin(); it != recent; ++it)
+    if (!it->pins) return it;
+  // A segment goes at `rank` when it has no pin that ranks above it (the
+  // lower bits: kPinFirst < kPinOom < kPinMark).
+  for (uint8_t rank : {tseal::kPinMark, tseal::kPinOom, tseal::kPinFirst})
+    for (auto it = s.kept.begin(); it != recent; ++it)
+      if (!(it->pins & (rank - 1))) return it;
   return s.kept.empty() ? s.kept.end() : s.kept.begin();
 }
 
