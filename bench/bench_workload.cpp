@@ -150,7 +150,8 @@ int steps_main(int argc, char **argv);  // bench/workload_steps.cpp
 
 int main(int argc, char **argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: bench_workload mixed|live N | pairs N DEPTH | steps N --seed S ...\n");
+    std::fprintf(stderr,
+                 "usage: bench_workload mixed|live N | pairs N DEPTH | steps N --seed S ...\n");
     return 2;
   }
   if (!std::strcmp(argv[1], "steps")) return steps_main(argc, argv);

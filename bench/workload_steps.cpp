@@ -44,10 +44,10 @@
 #include "workload_paths.h"
 
 // The planted sites: plain C names, so reports and the ledger agree on them.
-#define PLANTED_SITE(name)                                                                 \
-  extern "C" __attribute__((noinline)) void name(bench::AllocReq *r) {                   \
-    if (cudaMalloc(&r->ptr, r->size) != cudaSuccess) r->ptr = nullptr;                    \
-    asm volatile("" ::: "memory");                                                         \
+#define PLANTED_SITE(name)                                             \
+  extern "C" __attribute__((noinline)) void name(bench::AllocReq *r) { \
+    if (cudaMalloc(&r->ptr, r->size) != cudaSuccess) r->ptr = nullptr; \
+    asm volatile("" ::: "memory");                                     \
   }
 PLANTED_SITE(planted_leak_0)
 PLANTED_SITE(planted_leak_1)
@@ -127,7 +127,7 @@ struct Run {
   uint64_t peak_bytes = 0;
   uint64_t events_before = 0;             // events before the step now running
   std::vector<uint64_t> events_per_step;  // step k's events at index k - 1
-  double last_step_unix_s = 0;  // when the last step ended (for scripts/bench)
+  double last_step_unix_s = 0;            // when the last step ended (for scripts/bench)
   void (*step_fn)() = nullptr;
   void (*mark_fn)(const char *) = nullptr;
 };
@@ -179,10 +179,10 @@ void step_work(Run &run, int t, uint64_t step) {
 
   // The churn: balanced around a pool of kPoolLow..kPoolMax allocations.
   for (uint64_t i = 0; i < run.per_thread_step_events && !w.failed; ++i) {
-    double p_alloc = w.pool.empty()               ? 1
-                     : w.pool.size() < kPoolLow   ? 0.7
+    double p_alloc = w.pool.empty()              ? 1
+                     : w.pool.size() < kPoolLow  ? 0.7
                      : w.pool.size() >= kPoolMax ? 0
-                                                  : 0.5;
+                                                 : 0.5;
     if (w.rng.uniform() < p_alloc) {
       int site = static_cast<int>(w.rng.next() % run.opt.sites);
       AllocReq r{bench::draw_size(w.rng, kChurnMin, kChurnMax), nullptr};
@@ -211,8 +211,7 @@ double unix_now() {
 
 void pause_ms(long ms) {
   timespec ts{0, ms * 1000000L};
-  while (nanosleep(&ts, &ts) != 0) {
-  }
+  while (nanosleep(&ts, &ts) != 0) {}
 }
 
 // Runs on one thread while all the others wait at the step's barrier.
@@ -317,12 +316,12 @@ std::string ledger_json(const Run &run) {
   for (const Worker &w : run.workers) events += w.events;
   uint64_t in_steps = 0;
   for (uint64_t e : run.events_per_step) in_steps += e;
-  std::string s = "{\"seed\":" + std::to_string(o.seed) + ",\"threads\":" +
-                  std::to_string(o.threads) + ",\"sites\":" + std::to_string(o.sites) +
-                  ",\"steps\":" + std::to_string(o.steps) + ",\"events\":" +
-                  std::to_string(events) + ",\"events_after_last_step\":" +
-                  std::to_string(events - in_steps) + ",\"peak_bytes\":" +
-                  std::to_string(run.peak_bytes) + ",\"leaks\":{";
+  std::string s =
+      "{\"seed\":" + std::to_string(o.seed) + ",\"threads\":" + std::to_string(o.threads) +
+      ",\"sites\":" + std::to_string(o.sites) + ",\"steps\":" + std::to_string(o.steps) +
+      ",\"events\":" + std::to_string(events) +
+      ",\"events_after_last_step\":" + std::to_string(events - in_steps) +
+      ",\"peak_bytes\":" + std::to_string(run.peak_bytes) + ",\"leaks\":{";
   for (int j = 0; j < kNumLeaks; ++j) {
     uint64_t bytes = 0, allocs = 0;
     for (const Worker &w : run.workers) {
@@ -338,9 +337,8 @@ std::string ledger_json(const Run &run) {
   for (int j = 0; j < kNumSteadyLeaks; ++j) s += "," + json_str(kLeaks[j].name);
   s += "],\"growth_from_step\":" + std::to_string(run.warmup + 1) + ",\"plateau\":[" +
        json_str(kPlateau.name) + "],\"plateau_until_step\":" + std::to_string(run.plateau_end) +
-       ",\"spike\":{\"function\":\"planted_spike\",\"bytes\":" +
-       std::to_string(run.spike_bytes) + ",\"after_step\":" + std::to_string(run.spike_step) +
-       "},\"marks\":[";
+       ",\"spike\":{\"function\":\"planted_spike\",\"bytes\":" + std::to_string(run.spike_bytes) +
+       ",\"after_step\":" + std::to_string(run.spike_step) + "},\"marks\":[";
   for (int m = 0; m < kNumMarks; ++m)
     s += std::string(m ? "," : "") + "{\"label\":" + json_str(kMarkLabels[m]) +
          ",\"after_step\":" + std::to_string(run.mark_steps[m]) + "}";

@@ -175,7 +175,8 @@ void put_samples_parts(std::vector<uint8_t> &out, Part kind, const std::vector<S
     size_t to = from, sites = 0;
     while (to < v.size() && (to == from || sites + v[to].sites.size() <= kBatch))
       sites += v[to++].sites.size();
-    part(out, kind, [&](ByteWriter &w) { put_samples(w, v, from, to, from ? &v[from - 1] : nullptr); });
+    part(out, kind,
+         [&](ByteWriter &w) { put_samples(w, v, from, to, from ? &v[from - 1] : nullptr); });
     from = to;
   }
 }

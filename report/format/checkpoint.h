@@ -26,7 +26,7 @@ inline constexpr uint8_t kPinOom = 2;    // an OOM, in it or in the next segment
 inline constexpr uint8_t kPinMark = 4;   // a mark or a dump, in it or in the next one
 
 struct SegmentRecord {
-  uint64_t seq = 0;  // 1-based: file P.tseal.<seq, 6 digits>
+  uint64_t seq = 0;                    // 1-based: file P.tseal.<seq, 6 digits>
   uint64_t first_ns = 0, last_ns = 0;  // CLOCK_MONOTONIC of its first and last event
   uint64_t step_at_start = 0;          // the last step number before it (0: none)
   uint64_t step_at_end = 0;            // ... and at its end

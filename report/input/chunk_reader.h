@@ -49,8 +49,8 @@ class ChunkReader {
   bool deliver_checkpoint();
 
   HistorySink &sink_;
-  std::vector<Event> pending_;  // this pass's, in file order
-  std::vector<size_t> runs_;  // where each Events chunk's events begin in pending_
+  std::vector<Event> pending_;           // this pass's, in file order
+  std::vector<size_t> runs_;             // where each Events chunk's events begin in pending_
   std::vector<std::string> py_strings_;  // id -> string, for PyStacks chunks
   uint64_t events_ = 0;
   bool clean_ = false;

@@ -292,8 +292,10 @@ bool read_history(const std::string &path, HistorySink &sink, std::string &error
   std::unique_ptr<FILE, int (*)(FILE *)> f(open_history_file(path, flags, error), fclose);
   if (!f) return false;
   if (flags & tseal::kFlagSegment) {
-    error = path + " is one segment of a capped history: read its main file (the name without "
-                   "the ." + std::string("NNNNNN suffix)");
+    error = path +
+            " is one segment of a capped history: read its main file (the name without "
+            "the ." +
+            std::string("NNNNNN suffix)");
     return false;
   }
   if (flags & tseal::kFlagSegmented)

@@ -125,16 +125,19 @@ bool read_segmented(const std::string &path, FILE *main, HistorySink &sink, std:
     if (plan.empty()) {
       for (auto &[seq, s] : segs)
         if (!s.on_disk && overlaps(s, w, from_ns, to_ns)) {
-          warnings.push_back("the window lies in segments whose detail the history cap dropped "
-                             "(from segment " + std::to_string(seq) +
-                             "): the report has none of its events");
+          warnings.push_back(
+              "the window lies in segments whose detail the history cap dropped "
+              "(from segment " +
+              std::to_string(seq) + "): the report has none of its events");
           break;
         }
     } else if (segs.begin()->second.seq != plan.front()->seq) {
       auto prev = segs.find(plan.front()->seq - 1);
       if (prev != segs.end() && !prev->second.on_disk && overlaps(prev->second, w, from_ns, to_ns))
-        warnings.push_back("the window begins in segments whose detail the history cap dropped: "
-                           "it starts at segment " + std::to_string(plan.front()->seq));
+        warnings.push_back(
+            "the window begins in segments whose detail the history cap dropped: "
+            "it starts at segment " +
+            std::to_string(plan.front()->seq));
     }
   }
 
@@ -161,8 +164,9 @@ bool read_segmented(const std::string &path, FILE *main, HistorySink &sink, std:
     }
     // Only the first segment read starts from its checkpoint (and one after
     // damage); the others continue from the events before them.
-    if (fresh) reader.set_checkpoints(w.any() ? ChunkReader::Checkpoints::Window
-                                              : ChunkReader::Checkpoints::Whole);
+    if (fresh)
+      reader.set_checkpoints(w.any() ? ChunkReader::Checkpoints::Window
+                                     : ChunkReader::Checkpoints::Whole);
     fresh = false;
     ChunkFileResult res = read_chunk_file(f.get(), reader, [&](uint64_t at) {
       if (progress) progress(done + at, total);
@@ -172,10 +176,10 @@ bool read_segmented(const std::string &path, FILE *main, HistorySink &sink, std:
     done += s->size;
     if (!res.damage.empty()) {
       truncated = true;
-      warnings.push_back("history segment " + sp + " is truncated or corrupt at byte " +
-                         std::to_string(res.offset) + " (" + res.damage + ")" +
-                         (resume ? "; the next segment's checkpoint takes over"
-                                 : "; using the events before it"));
+      warnings.push_back(
+          "history segment " + sp + " is truncated or corrupt at byte " +
+          std::to_string(res.offset) + " (" + res.damage + ")" +
+          (resume ? "; the next segment's checkpoint takes over" : "; using the events before it"));
       if (!resume) break;
       fresh = true;
     }
@@ -186,7 +190,8 @@ bool read_segmented(const std::string &path, FILE *main, HistorySink &sink, std:
     truncated = true;
     warnings.push_back("history file " + path +
                        " is truncated: it has no clean end (the process crashed or was killed); "
-                       "using the " + std::to_string(reader.events()) + " events it holds");
+                       "using the " +
+                       std::to_string(reader.events()) + " events it holds");
   }
   if (stats) {
     stats->bytes = bytes_read;

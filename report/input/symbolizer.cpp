@@ -44,17 +44,37 @@ struct Symbolizer::Symtabs {
 // Every libdw/libdwfl function we use, resolved with dlsym so the library
 // has no link-time dependency on elfutils. The prototypes come from the
 // installed headers, so a signature mismatch is a compile error.
-#define TORCHSEAL_LIBDW_FUNCTIONS(X)                                                              \
-  X(dwfl_begin)                                                                                   \
-  X(dwfl_end)                                                                                     \
-  X(dwfl_report_begin) X(dwfl_report_elf) X(dwfl_report_end) X(dwfl_addrmodule)                   \
-      X(dwfl_module_addrinfo) X(dwfl_module_getsrc) X(dwfl_lineinfo) X(dwfl_module_addrdie)       \
-          X(dwfl_module_build_id) X(dwfl_build_id_find_elf) X(dwfl_standard_find_debuginfo)       \
-              X(dwfl_offline_section_address) X(dwarf_getscopes) X(dwarf_tag)                     \
-                  X(dwarf_attr_integrate) X(dwarf_formstring) X(dwarf_formudata)                  \
-                      X(dwarf_getsrcfiles) X(dwarf_filesrc) X(dwarf_getscopes_die) X(dwarf_attr)  \
-                          X(dwarf_formref_die) X(dwarf_diename) X(dwarf_child) X(dwarf_siblingof) \
-                              X(dwarf_haspc)
+// clang-format off (it reflows this list differently on every run)
+#define TORCHSEAL_LIBDW_FUNCTIONS(X) \
+  X(dwfl_begin) \
+  X(dwfl_end) \
+  X(dwfl_report_begin) \
+  X(dwfl_report_elf) \
+  X(dwfl_report_end) \
+  X(dwfl_addrmodule) \
+  X(dwfl_module_addrinfo) \
+  X(dwfl_module_getsrc) \
+  X(dwfl_lineinfo) \
+  X(dwfl_module_addrdie) \
+  X(dwfl_module_build_id) \
+  X(dwfl_build_id_find_elf) \
+  X(dwfl_standard_find_debuginfo) \
+  X(dwfl_offline_section_address) \
+  X(dwarf_getscopes) \
+  X(dwarf_tag) \
+  X(dwarf_attr_integrate) \
+  X(dwarf_formstring) \
+  X(dwarf_formudata) \
+  X(dwarf_getsrcfiles) \
+  X(dwarf_filesrc) \
+  X(dwarf_getscopes_die) \
+  X(dwarf_attr) \
+  X(dwarf_formref_die) \
+  X(dwarf_diename) \
+  X(dwarf_child) \
+  X(dwarf_siblingof) \
+  X(dwarf_haspc)
+// clang-format on
 
 struct Symbolizer::Dwarf {
 #define TORCHSEAL_DECLARE(name) decltype(&::name) name = nullptr;

@@ -172,11 +172,11 @@ struct AnalysisInput {
   uint64_t peak_bytes = 0;
   uint64_t events = 0;  // alloc + free events incl. OOMs and invalid frees
   double seconds_in_torchseal = 0;
-  bool torch_caching_allocator = false;  // live memory at exit is cached, not leaked
-  bool torch_process = false;            // PyTorch's CUDA library is loaded (any mode)
-  std::vector<StepSample> steps;         // one per step boundary, oldest first
-  std::vector<Mark> marks;               // oldest first (history files only)
-  HolderScan holders;                    // Python processes: who holds the live memory
+  bool torch_caching_allocator = false;   // live memory at exit is cached, not leaked
+  bool torch_process = false;             // PyTorch's CUDA library is loaded (any mode)
+  std::vector<StepSample> steps;          // one per step boundary, oldest first
+  std::vector<Mark> marks;                // oldest first (history files only)
+  HolderScan holders;                     // Python processes: who holds the live memory
   std::vector<SiteHolders> site_holders;  // ... per site, at the scans before exit
   std::vector<VmmMap> vmm_maps;           // ascending by va: places storages in VMM handles
 };

@@ -18,10 +18,10 @@ struct HistoryWindow {
 struct HistoryReadInfo {
   bool present = false;  // the report comes from a history file
   // Segmented (capped) histories; 0 for a single file.
-  uint64_t segments = 0;          // the index lists (written)
-  uint64_t segments_on_disk = 0;  // not dropped
-  uint64_t segments_read = 0;     // opened for this report
-  uint64_t bytes_read = 0;        // of every file opened
+  uint64_t segments = 0;                        // the index lists (written)
+  uint64_t segments_on_disk = 0;                // not dropped
+  uint64_t segments_read = 0;                   // opened for this report
+  uint64_t bytes_read = 0;                      // of every file opened
   uint64_t segment_bytes = 0, limit_bytes = 0;  // the writer's settings
   // A window: its bounds as replayed, seconds since the process started
   // (from_s < 0 when it never opened: no event in it).

@@ -18,7 +18,7 @@ struct RunSummary {
   std::vector<InvalidFree> invalid_frees;
   std::vector<OomRecord> ooms;  // every OomFail event, oldest first (bounded)
   std::vector<Mark> marks;
-  std::vector<LiveAlloc> teardown;        // allocations a teardown ended
+  std::vector<LiveAlloc> teardown;         // allocations a teardown ended
   std::vector<StepSample> steps, windows;  // explicit steps, time windows (thinned)
 };
 

@@ -25,8 +25,8 @@ std::string python_line(const PythonFrame &f) {
 }
 
 std::string native_line(const NativeFrame &f) {
-  std::string s = f.function.empty() ? html_format("0x%llx", (unsigned long long)f.address)
-                                     : f.function;
+  std::string s =
+      f.function.empty() ? html_format("0x%llx", (unsigned long long)f.address) : f.function;
   s += frame_where(f.file, f.line);
   if (f.file.empty() && !f.module.empty()) s += " (" + f.module + ")";
   return s;
@@ -94,7 +94,8 @@ class StackTable {
     }
     static const std::vector<PythonFrame> kNone;
     auto pit = h_.pystacks.find(a.pystack);
-    const std::vector<PythonFrame> &py = a.pystack && pit != h_.pystacks.end() ? pit->second : kNone;
+    const std::vector<PythonFrame> &py =
+        a.pystack && pit != h_.pystacks.end() ? pit->second : kNone;
     const std::string api(api_name(a.api));
     json lines = json::array();
     long user = -1;
@@ -226,8 +227,8 @@ std::string bands_json(BandHistory &h, const Report &report, const BandLimits &l
     is_band[order[i]] = true;
     auto [k, fresh] = kind_index.emplace(a.family, int(kinds.size()));
     if (fresh) kinds.push_back(std::string(family_name(a.family)));
-    bands.push_back({rel(a.t0), a.t1 ? int64_t(rel(a.t1)) : -1, a.size, stacks.get(a), k->second,
-                     a.device});
+    bands.push_back(
+        {rel(a.t0), a.t1 ? int64_t(rel(a.t1)) : -1, a.size, stacks.get(a), k->second, a.device});
   }
   d["bands"] = std::move(bands);
   d["kinds"] = std::move(kinds);
@@ -306,7 +307,8 @@ std::string bands_json(BandHistory &h, const Report &report, const BandLimits &l
   d["stacks"] = stacks.take();
 
   json moments = json::array();
-  for (const BandMoment &m : h.moments) moments.push_back({rel(m.time_ns), std::string(1, m.kind), m.what});
+  for (const BandMoment &m : h.moments)
+    moments.push_back({rel(m.time_ns), std::string(1, m.kind), m.what});
   d["moments"] = std::move(moments);
 
   json growth = json::array();
@@ -319,10 +321,14 @@ std::string bands_json(BandHistory &h, const Report &report, const BandLimits &l
   std::string safe;
   safe.reserve(out.size());
   for (char c : out) {
-    if (c == '<') safe += "\\u003c";
-    else if (c == '>') safe += "\\u003e";
-    else if (c == '&') safe += "\\u0026";
-    else safe += c;
+    if (c == '<')
+      safe += "\\u003c";
+    else if (c == '>')
+      safe += "\\u003e";
+    else if (c == '&')
+      safe += "\\u0026";
+    else
+      safe += c;
   }
   return safe;
 }

@@ -147,8 +147,8 @@ int depth_of(const Node &n) {
 
 FlamePath flame_path(const std::vector<NativeFrame> &frames, const std::vector<PythonFrame> &py,
                      const std::string &api, bool python_process) {
-  FlamePath path = python_process || !py.empty() ? python_path(frames, py, api)
-                                                 : plain_path(frames, py);
+  FlamePath path =
+      python_process || !py.empty() ? python_path(frames, py, api) : plain_path(frames, py);
   if (path.empty()) path.emplace_back("<no stack recorded>", "");
   return path;
 }

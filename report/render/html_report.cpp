@@ -123,8 +123,8 @@ std::string holders_html(const std::vector<Holder> &holders) {
     if (i == 3) s += "<details><summary>" + u64(holders.size() - 3) + " more</summary>";
     std::string chain;
     for (const std::string &step : h.chain) chain += (chain.empty() ? "" : " &rarr; ") + esc(step);
-    s += "<div>held by <span class=\"mono\">" + chain + "</span> (" + html_bytes(h.bytes) +
-         ", " + u64(h.tensors) + " tensor" + (h.tensors == 1 ? "" : "s") + ")</div>";
+    s += "<div>held by <span class=\"mono\">" + chain + "</span> (" + html_bytes(h.bytes) + ", " +
+         u64(h.tensors) + " tensor" + (h.tensors == 1 ? "" : "s") + ")</div>";
   }
   if (holders.size() > 3) s += "</details>";
   return s + "</div>";
@@ -255,18 +255,17 @@ std::string growth_table(const Report &r, LazyRows &lazy) {
 }
 
 std::string oom_row(const Report &r, const OomEntry &o) {
-  std::string h = std::string("<tr") + (o.recovered ? " class=\"recovered\"" : "") +
-                  "><td><code>" + esc(o.api) + "</code>" +
-                  (o.recovered ? "<br><span class=\"note\">recovered: the retry succeeded; the "
-                                 "program saw no error</span>"
-                               : "") +
-                  "</td><td>" + device_str(o.device) + "</td><td class=\"num\">" +
-                  html_bytes(o.requested_bytes) + "</td><td class=\"num\">" +
-                  html_bytes(o.live_bytes) + "</td><td>" +
-                  user_frame_cell(o.frames, o.python_frames) + hint_html(o.hint) +
-                  holders_html(o.holders) + "</td><td>" +
-                  stack_details(o.frames, o.python_frames, is_python_site(r, o.python_frames)) +
-                  "</td></tr>\n";
+  std::string h =
+      std::string("<tr") + (o.recovered ? " class=\"recovered\"" : "") + "><td><code>" +
+      esc(o.api) + "</code>" +
+      (o.recovered ? "<br><span class=\"note\">recovered: the retry succeeded; the "
+                     "program saw no error</span>"
+                   : "") +
+      "</td><td>" + device_str(o.device) + "</td><td class=\"num\">" +
+      html_bytes(o.requested_bytes) + "</td><td class=\"num\">" + html_bytes(o.live_bytes) +
+      "</td><td>" + user_frame_cell(o.frames, o.python_frames) + hint_html(o.hint) +
+      holders_html(o.holders) + "</td><td>" +
+      stack_details(o.frames, o.python_frames, is_python_site(r, o.python_frames)) + "</td></tr>\n";
   if (o.recovered || o.top_sites.empty()) return h;
   // What filled the device: the largest live sites at the failure.
   h += "<tr class=\"top-sites\"><td></td><td colspan=\"5\"><b>largest live sites at the "
@@ -298,8 +297,9 @@ std::string ooms_table(const Report &r, LazyRows &lazy) {
 }
 
 std::string invalid_frees_table(const Report &r) {
-  std::string h = "<h2>Invalid frees</h2>\n<table><tr><th>api</th><th>address</th><th>where</th>"
-                  "<th>stack</th></tr>\n";
+  std::string h =
+      "<h2>Invalid frees</h2>\n<table><tr><th>api</th><th>address</th><th>where</th>"
+      "<th>stack</th></tr>\n";
   for (const InvalidFreeEntry &f : r.invalid_frees) {
     h += "<tr><td><code>" + esc(f.api) + "</code></td><td><code>" +
          html_format("0x%" PRIx64, f.address) + "</code></td><td>" +
@@ -315,11 +315,11 @@ std::string verdict_line(const Report &r) {
   size_t unrecovered = 0;
   for (const OomEntry &o : r.ooms) unrecovered += o.recovered ? 0 : 1;
   const Summary &s = r.summary;
-  return "<p class=\"verdict\">" + u64(r.growth.size()) + " growing site(s), " +
-         u64(unrecovered) + " unrecovered OOM(s), <b>" + html_bytes(s.leaked_bytes) +
-         "</b> leaked in " + u64(s.leaked_allocations) + " allocation(s) at " +
-         u64(s.leak_sites) + " site(s), " + html_bytes(s.reachable_bytes) +
-         " reachable at exit; peak " + html_bytes(s.peak_bytes) + ".</p>\n";
+  return "<p class=\"verdict\">" + u64(r.growth.size()) + " growing site(s), " + u64(unrecovered) +
+         " unrecovered OOM(s), <b>" + html_bytes(s.leaked_bytes) + "</b> leaked in " +
+         u64(s.leaked_allocations) + " allocation(s) at " + u64(s.leak_sites) + " site(s), " +
+         html_bytes(s.reachable_bytes) + " reachable at exit; peak " + html_bytes(s.peak_bytes) +
+         ".</p>\n";
 }
 
 }  // namespace

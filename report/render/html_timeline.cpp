@@ -18,7 +18,9 @@ class TimelineSink : public ReplayObserver {
 
   void on_process(const ProcessInfo &p, double) override { h_.python = !p.python.empty(); }
   void on_modules(const std::vector<Module> &m) override { h_.modules = m; }
-  void on_stack(StackId id, std::vector<uint64_t> &&ips) override { h_.stacks[id] = std::move(ips); }
+  void on_stack(StackId id, std::vector<uint64_t> &&ips) override {
+    h_.stacks[id] = std::move(ips);
+  }
   void on_pystack(PyStackId id, std::vector<PyFrame> &&f) override {
     h_.pystacks[id] = std::move(f);
   }

@@ -176,8 +176,8 @@ std::string window_line(const HistoryReadInfo &h) {
     line += " (steps " + (h.from_step ? u64(h.from_step) : std::string("1")) + ".." +
             (h.to_step ? u64(h.to_step) : std::string("")) + ")";
   if (h.segments)
-    line += "; read " + u64(h.segments_read) + " of " + u64(h.segments_on_disk) +
-            " segments on disk";
+    line +=
+        "; read " + u64(h.segments_read) + " of " + u64(h.segments_on_disk) + " segments on disk";
   return line + "; leaks are allocations made in it and live at its end\n";
 }
 
@@ -185,7 +185,7 @@ std::string report_to_text(const Report &r) {
   std::string out;
   const std::string tag = "==" + std::to_string(r.process.pid) + "==torchseal: ";
   // An interval report (torchseal_start .. torchseal_stop) ends at the stop.
-  const std::string at_end = r.history.windowed ? "at the window's end"
+  const std::string at_end = r.history.windowed    ? "at the window's end"
                              : r.trigger == "stop" ? "at stop"
                                                    : "at exit";
   const std::string cwd = working_dir();
@@ -257,11 +257,13 @@ std::string report_to_text(const Report &r) {
 
   if (r.summary.cached_bytes > 0) {
     out += "\n" + tag + u64(r.summary.cached_bytes) +
-           " byte(s) held by PyTorch's caching allocator " + at_end + " (cached, not counted as leaks)\n";
+           " byte(s) held by PyTorch's caching allocator " + at_end +
+           " (cached, not counted as leaks)\n";
   }
   if (r.summary.reachable_bytes > 0) {
     out += (r.summary.cached_bytes > 0 ? "" : "\n") + tag + u64(r.summary.reachable_bytes) +
-           " byte(s) still held by Python objects " + at_end + " (reachable, not counted as leaks)\n";
+           " byte(s) still held by Python objects " + at_end +
+           " (reachable, not counted as leaks)\n";
   }
   if (r.summary.preexisting_frees > 0) {
     out += tag + u64(r.summary.preexisting_frees) +

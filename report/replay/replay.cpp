@@ -183,7 +183,7 @@ HistoryReadInfo read_info(const Replay &replay, const HistoryReadStats &stats,
     // A time window is the one asked for (its open end: the last event
     // read); a step range, the times its steps began and ended.
     h.from_s = w.by_time ? w.from_s : replay.window_open_ns() ? secs(replay.window_open_ns()) : -1;
-    h.to_s = w.by_time && w.to_s >= 0 ? w.to_s
+    h.to_s = w.by_time && w.to_s >= 0   ? w.to_s
              : replay.window_close_ns() ? secs(replay.window_close_ns())
                                         : -1;
     h.from_step = replay.window().from_step;

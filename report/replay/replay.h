@@ -126,8 +126,7 @@ class Replay final : public HistorySink {
 // (the replay applies it; a capped history opens only its segments).
 bool replay_file(const std::string &path, Replay &replay, const HistoryWindow *window,
                  std::string &error, std::vector<std::string> &warnings,
-                 HistoryReadStats *stats = nullptr,
-                 void (*progress)(uint64_t, uint64_t) = nullptr);
+                 HistoryReadStats *stats = nullptr, void (*progress)(uint64_t, uint64_t) = nullptr);
 
 // What a report says of the read: the segments and the window as replayed.
 HistoryReadInfo read_info(const Replay &replay, const HistoryReadStats &stats,

@@ -102,9 +102,9 @@ void Counters::raise_peak(int64_t now) {
 }
 
 uint64_t Counters::window_peak(bool restart) {
-  int64_t peak = restart ? peak_.exchange(static_cast<int64_t>(live_bytes()),
-                                          std::memory_order_relaxed)
-                         : peak_.load(std::memory_order_relaxed);
+  int64_t peak = restart
+                     ? peak_.exchange(static_cast<int64_t>(live_bytes()), std::memory_order_relaxed)
+                     : peak_.load(std::memory_order_relaxed);
   if (restart) {
     int64_t before = earlier_peak_.load(std::memory_order_relaxed);
     while (peak > before &&

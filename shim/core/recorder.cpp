@@ -144,8 +144,10 @@ void Recorder::end_interval() {
                       LiveRecord old{};
                       // An address reused inside the interval was freed
                       // first: the newer record is the live one.
-                      if (!to->find(r.addr, &old)) to->insert(r, nullptr);
-                      else counters().add_live(-static_cast<int64_t>(r.size));
+                      if (!to->find(r.addr, &old))
+                        to->insert(r, nullptr);
+                      else
+                        counters().add_live(-static_cast<int64_t>(r.size));
                     });
 }
 
@@ -353,9 +355,8 @@ void Recorder::on_teardown(ApiId api, int device, uint32_t context) {
     });
   // Pre-existing memory dies with its context too; it is not the interval's.
   for (LiveTable *t : {&pre_live_, &pre_vmm_})
-    t->remove_if(dies, [&](const LiveRecord &r) {
-      counters().add_live(-static_cast<int64_t>(r.size));
-    });
+    t->remove_if(dies,
+                 [&](const LiveRecord &r) { counters().add_live(-static_cast<int64_t>(r.size)); });
   if (dead.empty()) return;
   Guard g(misc_lock_);
   teardown_leaks_.insert(teardown_leaks_.end(), dead.begin(), dead.end());

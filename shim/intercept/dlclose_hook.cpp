@@ -6,8 +6,8 @@
 
 #include <atomic>
 
-#include "shim/core/unwind/unwinder.h"
 #include "shim/core/loader_walk.h"
+#include "shim/core/unwind/unwinder.h"
 #include "shim/intercept/dlsym_hook.h"
 
 namespace {

@@ -13,8 +13,8 @@
 #include <string>
 #include <unordered_set>
 
-#include "shim/intercept/dlsym_hook.h"
 #include "shim/core/loader_walk.h"
+#include "shim/intercept/dlsym_hook.h"
 #include "shim/runtime/log.h"
 
 namespace torchseal::got {
@@ -23,7 +23,7 @@ namespace {
 std::mutex g_mutex;
 std::atomic<bool> g_patched{false};
 std::unordered_set<uintptr_t> *g_done = nullptr;  // load bases already patched
-void *g_self = nullptr;                            // our own dlopen handle
+void *g_self = nullptr;                           // our own dlopen handle
 uintptr_t g_self_base = 0;
 
 bool is_cuda_name(const char *n) {
@@ -31,7 +31,7 @@ bool is_cuda_name(const char *n) {
   // The host's CUPTI subscription: the slot handover (subscribe_hook.cpp).
   if (strncmp(n, "cuptiSubscribe", 14) == 0) return true;
   if (n[2] == 'd' && n[3] == 'a') return true;  // runtime: cuda*
-  return n[2] >= 'A' && n[2] <= 'Z';           // driver: cu[A-Z]*
+  return n[2] >= 'A' && n[2] <= 'Z';            // driver: cu[A-Z]*
 }
 
 // Objects whose calls are never the program's CUDA use, or that must not be
@@ -64,23 +64,36 @@ struct Dynamic {
   bool rela_plt = true;  // DT_PLTREL == DT_RELA (always on x86-64)
 };
 
-Dynamic read_dynamic(const dl_phdr_info *info, const ElfW(Dyn) *dyn) {
+Dynamic read_dynamic(const dl_phdr_info *info, const ElfW(Dyn) * dyn) {
   // glibc relocates these entries in place on x86-64; the check keeps an
   // object whose .dynamic is read-only (left unrelocated) right too.
-  auto at = [&](ElfW(Addr) p) {
-    return p < info->dlpi_addr ? p + info->dlpi_addr : p;
-  };
+  auto at = [&](ElfW(Addr) p) { return p < info->dlpi_addr ? p + info->dlpi_addr : p; };
   Dynamic d;
   for (; dyn->d_tag != DT_NULL; ++dyn) {
     switch (dyn->d_tag) {
-      case DT_SYMTAB: d.symtab = reinterpret_cast<const ElfW(Sym) *>(at(dyn->d_un.d_ptr)); break;
-      case DT_STRTAB: d.strtab = reinterpret_cast<const char *>(at(dyn->d_un.d_ptr)); break;
-      case DT_JMPREL: d.jmprel = reinterpret_cast<const ElfW(Rela) *>(at(dyn->d_un.d_ptr)); break;
-      case DT_PLTRELSZ: d.jmprel_size = dyn->d_un.d_val; break;
-      case DT_RELA: d.rela = reinterpret_cast<const ElfW(Rela) *>(at(dyn->d_un.d_ptr)); break;
-      case DT_RELASZ: d.rela_size = dyn->d_un.d_val; break;
-      case DT_PLTREL: d.rela_plt = dyn->d_un.d_val == DT_RELA; break;
-      default: break;
+      case DT_SYMTAB:
+        d.symtab = reinterpret_cast<const ElfW(Sym) *>(at(dyn->d_un.d_ptr));
+        break;
+      case DT_STRTAB:
+        d.strtab = reinterpret_cast<const char *>(at(dyn->d_un.d_ptr));
+        break;
+      case DT_JMPREL:
+        d.jmprel = reinterpret_cast<const ElfW(Rela) *>(at(dyn->d_un.d_ptr));
+        break;
+      case DT_PLTRELSZ:
+        d.jmprel_size = dyn->d_un.d_val;
+        break;
+      case DT_RELA:
+        d.rela = reinterpret_cast<const ElfW(Rela) *>(at(dyn->d_un.d_ptr));
+        break;
+      case DT_RELASZ:
+        d.rela_size = dyn->d_un.d_val;
+        break;
+      case DT_PLTREL:
+        d.rela_plt = dyn->d_un.d_val == DT_RELA;
+        break;
+      default:
+        break;
     }
   }
   return d;
@@ -99,7 +112,7 @@ bool write_slot(uintptr_t slot, void *value, uintptr_t relro_lo, uintptr_t relro
   return true;
 }
 
-size_t patch_relocs(const dl_phdr_info *info, const Dynamic &d, const ElfW(Rela) *r, size_t bytes,
+size_t patch_relocs(const dl_phdr_info *info, const Dynamic &d, const ElfW(Rela) * r, size_t bytes,
                     uintptr_t relro_lo, uintptr_t relro_hi) {
   size_t n = 0;
   if (!r) return 0;

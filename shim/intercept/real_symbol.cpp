@@ -11,7 +11,7 @@ namespace {
 // libraries in the lookup order, so RTLD_NEXT finds nothing: ask them.
 void *from_cuda_libraries(const char *name) {
   static const char *const kLibs[] = {"libcudart.so.13", "libcudart.so.12", "libcudart.so",
-                                      "libcuda.so.1", "libcupti.so.13", "libcupti.so"};
+                                      "libcuda.so.1",    "libcupti.so.13",  "libcupti.so"};
   for (const char *lib : kLibs) {
     void *h = dlopen(lib, RTLD_LAZY | RTLD_NOLOAD);
     if (!h) continue;

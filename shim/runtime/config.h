@@ -37,12 +37,12 @@ struct Config {
   HoldersMode holders{};
   UnwindMode unwind{};
   TorchMode torch{};
-  std::string step_range;    // regex; unset: no NVTX steps
-  double step_seconds = 0;   // growth time window
-  int dump_signal = 0;       // 0 = none
+  std::string step_range;                // regex; unset: no NVTX steps
+  double step_seconds = 0;               // growth time window
+  int dump_signal = 0;                   // 0 = none
   unsigned long long history_limit = 0;  // bytes of history on disk; 0: no cap
-  std::string suppressions;  // path; unset: none
-  std::string cupti_path;    // path; unset: search for libcupti
+  std::string suppressions;              // path; unset: none
+  std::string cupti_path;                // path; unset: search for libcupti
 
   uint32_t from_env = 0;  // bit i: setting i was taken from the environment
   bool set_by_environment(settings::Id id) const {

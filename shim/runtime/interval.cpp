@@ -37,7 +37,8 @@ __attribute__((visibility("default"))) int torchseal_start(const char *prefix) {
   *g_interval_prefix = prefix;
   recorder().begin_interval();
   set_interval_open(true);
-  if (recorder().attached_late()) set_output_prefix(prefix);  // an open interval reports here at exit
+  if (recorder().attached_late())
+    set_output_prefix(prefix);  // an open interval reports here at exit
   log::debug("interval started; its report goes to %s.json", prefix);
   return 0;
 }

@@ -1,5 +1,5 @@
-#include "shim/core/loader_walk.h"
 #include "shim/runtime/report_files.h"
+#include "shim/core/loader_walk.h"
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -125,9 +125,8 @@ bool parse_bytes(const Spec &s, const char *text, unsigned long long &out) {
   unsigned long long n = strtoull(text, &end, 10);
   if (errno) return false;
   static const std::pair<const char *, int> kSuffixes[] = {
-      {"", 0},    {"b", 0},    {"k", 10},  {"kb", 10}, {"kib", 10}, {"m", 20},
-      {"mb", 20}, {"mib", 20}, {"g", 30},  {"gb", 30}, {"gib", 30}, {"t", 40},
-      {"tb", 40}, {"tib", 40},
+      {"", 0},     {"b", 0},  {"k", 10},  {"kb", 10},  {"kib", 10}, {"m", 20},  {"mb", 20},
+      {"mib", 20}, {"g", 30}, {"gb", 30}, {"gib", 30}, {"t", 40},   {"tb", 40}, {"tib", 40},
   };
   for (const auto &suf : kSuffixes)
     if (strcasecmp(end, suf.first) == 0) {

@@ -1,5 +1,5 @@
-#include "shim/core/loader_walk.h"
 #include "shim/runtime/torch_mode.h"
+#include "shim/core/loader_walk.h"
 
 #include <link.h>
 

@@ -113,8 +113,7 @@ void replay_chunks(const std::vector<uint8_t> &bytes, size_t from) {
     auto type = static_cast<Chunk>(h[0]);
     uint32_t len = h[4] | h[5] << 8 | h[6] << 16 | static_cast<uint32_t>(h[7]) << 24;
     const uint8_t *p = h + tseal::kChunkHeaderSize;
-    if (type == Chunk::Labels || type == Chunk::Process)
-      s.reader->chunk(type, p, len);
+    if (type == Chunk::Labels || type == Chunk::Process) s.reader->chunk(type, p, len);
     at += tseal::kChunkHeaderSize + len;
   }
 }
@@ -238,7 +237,6 @@ void close_segment() {
   write_main(out);
   s.kept.push_back({s.seq, s.cur_bytes, s.cur_pins});
 }
-
 
 // The pins of what this slice held (an OOM, a mark or a dump keeps its
 // segment and the one before it), then a new segment when this one is full.

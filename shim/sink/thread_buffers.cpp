@@ -53,8 +53,8 @@ struct alignas(64) ThreadBuf {  // threads never share a line
 struct State {
   ShardLock registry_lock;
   std::vector<ThreadBuf *> bufs;
-  std::vector<Sealed> sealed;  // full buffers waiting for the writer
-  size_t sealed_bytes = 0;     // under registry_lock
+  std::vector<Sealed> sealed;      // full buffers waiting for the writer
+  size_t sealed_bytes = 0;         // under registry_lock
   std::atomic<size_t> backlog{0};  // sealed since the last cut
   int wake_fd = -1;
   std::atomic<int> dump_request{0};  // 0 none, 1 signal, 2 api, 3 oom

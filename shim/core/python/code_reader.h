@@ -32,7 +32,8 @@ inline uint64_t code_fingerprint(const Layout &l, uintptr_t code, Read &&read = 
   h ^= std::rotl(static_cast<uint64_t>(read.ptr(code + l.co_filename)), 13);
   h ^= std::rotl(static_cast<uint64_t>(read.ptr(code + l.co_name)), 29);
   if (l.co_qualname != kAbsent)
-    h ^= std::rotl(static_cast<uint64_t>(read.ptr(code + static_cast<uint32_t>(l.co_qualname))), 37);
+    h ^=
+        std::rotl(static_cast<uint64_t>(read.ptr(code + static_cast<uint32_t>(l.co_qualname))), 37);
   h ^= std::rotl(static_cast<uint64_t>(read.ptr(code + l.co_linetable)), 51);
   h += static_cast<uint64_t>(
            static_cast<uint32_t>(read.template get<int32_t>(code + l.co_firstlineno))) *

@@ -1,5 +1,5 @@
-#include "shim/core/loader_walk.h"
 #include "shim/core/python/python_runtime.h"
+#include "shim/core/loader_walk.h"
 
 #include <dlfcn.h>
 #include <link.h>

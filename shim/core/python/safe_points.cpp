@@ -135,7 +135,8 @@ void merge_site_holders(std::vector<SiteHolders> &into, std::vector<SiteHolders>
     return a.stack == b.stack && a.pystack == b.pystack && a.api == b.api && a.family == b.family;
   };
   for (SiteHolders &f : fresh) {
-    auto it = std::find_if(into.begin(), into.end(), [&](const SiteHolders &o) { return same(o, f); });
+    auto it =
+        std::find_if(into.begin(), into.end(), [&](const SiteHolders &o) { return same(o, f); });
     if (it != into.end())
       *it = std::move(f);
     else if (into.size() < kMaxSiteHolders)
@@ -177,9 +178,7 @@ enum class ScanAt { Step, Dump, Exit };
 
 void scan(ScanAt where) {
   const bool at_exit = where == ScanAt::Exit;
-  const double budget = where == ScanAt::Step ? kStepBudget
-                        : at_exit             ? kExitBudget
-                                              : kDumpBudget;
+  const double budget = where == ScanAt::Step ? kStepBudget : at_exit ? kExitBudget : kDumpBudget;
   if (g_scanning || !g_on.load()) return;
   g_scanning = true;
   py::Obj *et, *ev, *tb;

@@ -137,8 +137,7 @@ bool Subscriber::start(const std::string &cupti_path, std::string &why) {
   }
   set_delivery(true);
   start_owning();
-  log::debug("CUPTI subscribed (%s%s)", api_.path.c_str(),
-             multi_ ? ", multi-subscriber mode" : "");
+  log::debug("CUPTI subscribed (%s%s)", api_.path.c_str(), multi_ ? ", multi-subscriber mode" : "");
   return true;
 }
 
@@ -190,8 +189,9 @@ void stop() { subscriber().stop(); }
 
 bool hand_over_slot() {
   if (!subscriber().hand_over()) return false;
-  log::warn("another CUPTI subscriber asked for the slot: torchseal handed it over and records "
-            "with the hooks from now on");
+  log::warn(
+      "another CUPTI subscriber asked for the slot: torchseal handed it over and records "
+      "with the hooks from now on");
   return true;
 }
 
