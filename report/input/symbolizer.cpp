@@ -44,7 +44,8 @@ struct Symbolizer::Symtabs {
 // Every libdw/libdwfl function we use, resolved with dlsym so the library
 // has no link-time dependency on elfutils. The prototypes come from the
 // installed headers, so a signature mismatch is a compile error.
-// clang-format off (it reflows this list differently on every run)
+// One function a line: clang-format reflows a packed list differently each run.
+// clang-format off
 #define TORCHSEAL_LIBDW_FUNCTIONS(X) \
   X(dwfl_begin) \
   X(dwfl_end) \
