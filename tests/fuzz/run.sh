@@ -25,7 +25,8 @@ inc="-I$root -isystem $cuda_inc"
 
 # Small compile lists: each target gets only what it calls.
 report_srcs="model/event.cpp model/vmm_maps.cpp format/event_codec.cpp format/tseal_format.cpp format/records.cpp
-  input/history_reader.cpp replay/replay.cpp replay/analysis_replay.cpp input/module_map.cpp
+  format/checkpoint.cpp input/history_reader.cpp input/segmented_reader.cpp replay/replay.cpp
+  replay/summary_observer.cpp replay/analysis_replay.cpp input/module_map.cpp
   render/report_json.cpp analysis/analysis.cpp analysis/site.cpp input/symbolizer.cpp
   input/elf_symtab.cpp analysis/growth.cpp analysis/hints.cpp analysis/holder_hints.cpp
   analysis/python_source.cpp analysis/shown_frames.cpp
