@@ -85,6 +85,9 @@ bool read_segmented(const std::string &path, FILE *main, HistorySink &sink, std:
                     std::vector<std::string> &warnings, HistoryReadStats *stats,
                     void (*progress)(uint64_t, uint64_t), const HistoryWindow *window);
 
+// The warning for a history without an End chunk: one wording for both kinds.
+std::string no_clean_end(const std::string &path, uint64_t events);
+
 // The file of segment `seq` of the history at `path`.
 std::string segment_path(const std::string &path, uint64_t seq);
 

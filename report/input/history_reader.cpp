@@ -253,6 +253,12 @@ FILE *open_history_file(const std::string &path, uint32_t &flags, std::string &e
   return f;
 }
 
+std::string no_clean_end(const std::string &path, uint64_t events) {
+  return "history file " + path +
+         " is truncated: it has no clean end (the process crashed or was killed); using the " +
+         std::to_string(events) + " events it holds";
+}
+
 bool looks_like_history(const std::string &path) {
   FILE *f = fopen(path.c_str(), "rb");
   if (!f) return false;
@@ -316,10 +322,7 @@ bool read_history(const std::string &path, HistorySink &sink, std::string &error
                        std::to_string(reader.events()) + " events before it");
   } else if (!reader.clean()) {
     truncated = true;
-    warnings.push_back("history file " + path +
-                       " is truncated: it has no clean end (the process crashed or was killed); "
-                       "using the " +
-                       std::to_string(reader.events()) + " events it holds");
+    warnings.push_back(no_clean_end(path, reader.events()));
   }
   if (stats) {
     stats->bytes = res.offset;

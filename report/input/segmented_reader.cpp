@@ -188,10 +188,7 @@ bool read_segmented(const std::string &path, FILE *main, HistorySink &sink, std:
   sink.on_read_done();
   if (!reader.clean()) {
     truncated = true;
-    warnings.push_back("history file " + path +
-                       " is truncated: it has no clean end (the process crashed or was killed); "
-                       "using the " +
-                       std::to_string(reader.events()) + " events it holds");
+    warnings.push_back(no_clean_end(path, reader.events()));
   }
   if (stats) {
     stats->bytes = bytes_read;
