@@ -31,6 +31,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+from harness import bare_root  # noqa: E402
 from harness.tseal import CHUNK_HEADER, chunks, varint  # noqa: E402
 
 MODES = {
@@ -54,6 +55,8 @@ TARGETS = {
     "e": "report >= 5M events/s, RSS bounded by live state",
     "f": "<= 96 bytes per live allocation",
     "g": "< 5 ms added startup for a process that never calls CUDA",
+    "i": "in a bare root (no libunwind, no libdw), added cost at depth 30 within 1.2x of "
+         "the normal machine's and <= 0.5x heaptrack's, wall and CPU time",
 }
 # Sections each mode runs by default (--only picks a subset for development).
 SECTIONS = {"full": "abcdefg", "quick": "abcdefg", "smoke": "abcdefgh", "longrun": "h"}
@@ -155,8 +158,15 @@ def median(xs):
 # ---------------------------------------------------------------- (a), (c)
 def bench_pairs(ctx):
     depths = [5, 30, 80]
-    # "default" is the shim with TORCHSEAL_BACKEND unset: what users get.
+    # "default" is the shim with TORCHSEAL_BACKEND unset: what users get;
+    # "bare_root" the same on a machine without libunwind and libdw (the
+    # bundled copies in use; tests/harness/bare_root.py), when one can be made.
     cfgs = ["bare", "default", "hooks", "cupti"]
+    no_bare_root = bare_root.unavailable()
+    if no_bare_root:
+        log(f"(i) skipped: {no_bare_root}")
+    else:
+        cfgs.append("bare_root")
     clocks = ("cpu", "wall")
     per = {k: {c: {d: [] for d in depths} for c in cfgs} for k in clocks}
     mal = {k: {c: {d: [] for d in depths} for c in ("bare", "heaptrack")} for k in clocks}
@@ -174,8 +184,9 @@ def bench_pairs(ctx):
         # so the machine's load changes hit them alike.
         order = cfgs[rnd % len(cfgs):] + cfgs[:rnd % len(cfgs)]
         for i, c in enumerate(order):
-            env = ctx.env(shim=c != "bare", backend=c)
-            res = gbench(ctx, ctx.bench_cuda, "BM_CudaPair/", env)
+            env = ctx.env(shim=c != "bare", backend="default" if c == "bare_root" else c)
+            wrapper = bare_root.wrap([]) if c == "bare_root" else ()
+            res = gbench(ctx, ctx.bench_cuda, "BM_CudaPair/", env, wrapper)
             take({k: per[k][c] for k in clocks}, res, "BM_CudaPair")
             ctx.clean_tmp()
             if i == 1:
@@ -193,7 +204,7 @@ def bench_pairs(ctx):
                 b = res[f"BM_CudaPairThreads/real_time/threads:{t}"]
                 thr[c][t].append(b["items_per_second"])
             ctx.clean_tmp()
-    a = {"depths": {}, "raw": {"cuda": per, "malloc": mal}}
+    a = {"depths": {}, "raw": {"cuda": per, "malloc": mal}, "bare_root": no_bare_root or "measured"}
     for d in depths:
         row = {}
         for k, sfx in (("cpu", ""), ("wall", "_wall")):
@@ -511,6 +522,12 @@ def machine_info(ctx):
 def verdicts(r):
     a30 = r["a"]["depths"]["30"]
     v = {}
+    if "bare_root_added_ns_wall" in a30:
+        within = [a30[f"bare_root_added_ns{s}"] / a30[f"default_added_ns{s}"] for s in ("_wall", "")]
+        vs_ht = [a30.get(f"bare_root_ratio{s}", float("nan")) for s in ("_wall", "")]
+        v["i"] = (max(within) <= 1.2 and max(vs_ht) <= 0.5,
+                  f"{within[0]:.2f}x the normal machine's added cost, {vs_ht[0]:.2f}x heaptrack's "
+                  f"(CPU time: {within[1]:.2f}x, {vs_ht[1]:.2f}x)")
     wall = a30.get("default_ratio_wall", float("nan"))
     v["a"] = (wall <= 0.5, f"{wall:.2f}x (CPU time: {a30.get('default_ratio', float('nan')):.2f}x)")
     b = r["b"]["python_frames_ns_per_event"]
@@ -544,7 +561,7 @@ def markdown(r):
     L.append("")
     L.append("| | target | measured | verdict |")
     L.append("|---|---|---|---|")
-    for k, (ok, txt) in r["verdicts"].items():
+    for k, (ok, txt) in sorted(r["verdicts"].items()):
         L.append(f"| ({k}) | {TARGETS[k]} | {txt} | {'met' if ok else '**missed**'} |")
     L.append("")
     L.append("### (a) Added cost per alloc+free pair (ns), medians of interleaved rounds")
@@ -564,6 +581,24 @@ def markdown(r):
                      f"{g('cupti_added_ns')} | {g('malloc_bare_ns')} | {g('heaptrack_added_ns')} | "
                      f"{g('default_ratio', '{:.2f}x')} | {g('hooks_ratio', '{:.2f}x')} | "
                      f"{g('cupti_ratio', '{:.2f}x')} |")
+    L.append("")
+    L.append("### (i) The same pair in a bare root (no libunwind, no libdw: the bundled copies)")
+    L.append("")
+    if r["a"].get("bare_root") != "measured":
+        L.append(f"Not measured: {r['a'].get('bare_root', 'no bare root in this run')}.")
+    else:
+        L.append("| depth | default added (wall / CPU) | bare root added (wall / CPU) | "
+                 "bare root / default | bare root / heaptrack |")
+        L.append("|---|---|---|---|---|")
+        for d, x in r["a"]["depths"].items():
+            if "bare_root_added_ns_wall" not in x:
+                continue
+            L.append(f"| {d} | {x['default_added_ns_wall']:.0f} / {x['default_added_ns']:.0f} | "
+                     f"{x['bare_root_added_ns_wall']:.0f} / {x['bare_root_added_ns']:.0f} | "
+                     f"{x['bare_root_added_ns_wall'] / x['default_added_ns_wall']:.2f}x / "
+                     f"{x['bare_root_added_ns'] / x['default_added_ns']:.2f}x | "
+                     f"{x.get('bare_root_ratio_wall', float('nan')):.2f}x / "
+                     f"{x.get('bare_root_ratio', float('nan')):.2f}x |")
     L.append("")
     b = r["b"]
     L.append("### (b) 30 Python frames (CPython ctypes -> cudaMalloc/cudaFree), ns per pair")

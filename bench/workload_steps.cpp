@@ -41,6 +41,7 @@
 #include <string>
 #include <vector>
 
+#include "torchseal.h"  // the types only: the functions are found with dlsym
 #include "workload_paths.h"
 
 // The planted sites: plain C names, so reports and the ledger agree on them.
@@ -374,8 +375,8 @@ int steps_main(int argc, char **argv) {
   // capped history has to keep the peak through the segments it drops.
   size_t planted_max = (kNumLeaks + kNumGrowth + 1) * o.steps * size_t(kPlantedMax);
   run.spike_bytes = size_t(o.threads) * kPoolMax * size_t(kChurnMax) + planted_max + (64 << 20);
-  run.step_fn = reinterpret_cast<void (*)()>(dlsym(RTLD_DEFAULT, "torchseal_step"));
-  run.mark_fn = reinterpret_cast<void (*)(const char *)>(dlsym(RTLD_DEFAULT, "torchseal_mark"));
+  run.step_fn = reinterpret_cast<decltype(&torchseal_step)>(dlsym(RTLD_DEFAULT, "torchseal_step"));
+  run.mark_fn = reinterpret_cast<decltype(&torchseal_mark)>(dlsym(RTLD_DEFAULT, "torchseal_mark"));
   run.workers.resize(o.threads);
   for (int t = 0; t < o.threads; ++t) run.workers[t].rng = bench::Rng(o.seed * 1000003 + t + 1);
 

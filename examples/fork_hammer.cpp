@@ -29,6 +29,8 @@
 #include <thread>
 #include <vector>
 
+#include "torchseal.h"  // the types only: the functions are found with dlsym
+
 namespace {
 std::atomic<bool> stop{false};
 
@@ -64,8 +66,8 @@ int main(int argc, char **argv) {
         if (cudaMalloc(&p, 1 << 16) != cudaSuccess) _exit(5);
         if (cudaFree(p) != cudaSuccess) _exit(6);
       } else if (use_cuda) {
-        auto step = reinterpret_cast<void (*)()>(dlsym(RTLD_DEFAULT, "torchseal_step"));
-        auto dump = reinterpret_cast<int (*)(const char *)>(dlsym(RTLD_DEFAULT, "torchseal_dump"));
+        auto step = reinterpret_cast<decltype(&torchseal_step)>(dlsym(RTLD_DEFAULT, "torchseal_step"));
+        auto dump = reinterpret_cast<decltype(&torchseal_dump)>(dlsym(RTLD_DEFAULT, "torchseal_dump"));
         if (step) step();
         if (dump && dump("fork child") != 0) _exit(7);
       }

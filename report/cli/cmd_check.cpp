@@ -188,6 +188,9 @@ void add_gate_flags(CLI::App &cmd, GateFlags &flags, bool with_suppressions) {
     cmd.add_option("--suppressions", flags.suppressions,
                    "file of leak:PATTERN lines; matching sites do not count");
   }
+  cmd.add_flag("--fail-on-degraded", flags.fail_on_degraded,
+               "also fail a report whose process ran degraded (process.degraded: no line "
+               "numbers, short native stacks)");
   cmd.add_option("--baseline", flags.baseline,
                  "baseline from `torchseal baseline`: only sites not in it count");
   cmd.add_option("--junit", flags.junit, "also write a JUnit XML file (one testcase per report)");
@@ -206,6 +209,7 @@ int check_reports(const std::vector<std::string> &paths, const GateFlags &flags)
   if (flags.max_leaked_bytes >= 0) limits.max_leaked_bytes = uint64_t(flags.max_leaked_bytes);
   if (flags.max_growth_bytes_per_step >= 0)
     limits.max_growth_bytes_per_step = flags.max_growth_bytes_per_step;
+  limits.fail_on_degraded = flags.fail_on_degraded;
   const char *gha = std::getenv("GITHUB_ACTIONS");
   bool github = gha && std::string(gha) == "true";
 

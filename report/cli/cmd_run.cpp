@@ -51,8 +51,9 @@ bool find_shim(std::string &path, std::string &error) {
     error = "cannot locate the torchseal executable via /proc/self/exe; set TORCHSEAL_SHIM";
     return false;
   }
-  for (const char *rel : {"/../shim/libtorchseal.so", "/../lib/torchseal/libtorchseal.so",
-                          "/../lib/libtorchseal.so", "/libtorchseal.so"}) {
+  for (const char *rel :
+       {"/../shim/libtorchseal.so", "/" TORCHSEAL_SHIM_FROM_CLI "/libtorchseal.so",
+        "/../lib/torchseal/libtorchseal.so", "/../lib/libtorchseal.so", "/libtorchseal.so"}) {
     std::string p = dir + rel;
     if (is_file(p)) {
       char real[PATH_MAX];

@@ -57,6 +57,9 @@ GateVerdict evaluate_gate(const Report &r, const GateLimits &limits, const Basel
   } else {
     v.growth_offenders.clear();
   }
+  if (limits.fail_on_degraded) {
+    for (const std::string &d : r.process.degraded) v.reasons.push_back("degraded: " + d);
+  }
   v.pass = v.reasons.empty();
   return v;
 }

@@ -20,6 +20,10 @@ struct GateLimits {
   // Total bytes/step of the flagged growth sites allowed. Unset means 0:
   // any flagged growth site fails (the analysis only flags steady growth).
   std::optional<double> max_growth_bytes_per_step;
+  // Fail a report whose process ran without a component (process.degraded):
+  // a gate that relies on exact stacks or file:line matches in its
+  // suppressions and baseline should not pass on a report that has neither.
+  bool fail_on_degraded = false;
 };
 
 struct GateVerdict {

@@ -14,6 +14,10 @@ void ProcessRecord::encode(ByteWriter &w) const {
   w.varint(info.argv.size());
   for (const auto &a : info.argv) w.str(a);
   w.f64(clock_base);
+  // Appended (format version 1 readers stop before it).
+  w.varint(info.degraded.size());
+  for (const auto &d : info.degraded) w.str(d);
+  w.str(info.unwinder);
 }
 
 bool ProcessRecord::decode(ByteReader &r) {
@@ -27,6 +31,11 @@ bool ProcessRecord::decode(ByteReader &r) {
   uint64_t argc = r.varint();
   for (uint64_t i = 0; i < argc && r.ok(); ++i) info.argv.push_back(r.str());
   clock_base = r.f64();
+  if (r.ok() && !r.done()) {
+    uint64_t n = r.varint();
+    for (uint64_t i = 0; i < n && r.ok(); ++i) info.degraded.push_back(r.str());
+    info.unwinder = r.str();
+  }
   return r.ok();
 }
 

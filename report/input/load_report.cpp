@@ -1,5 +1,6 @@
 #include "report/input/load_report.h"
 
+#include <algorithm>
 #include <unordered_map>
 
 #include "report/input/history_reader.h"
@@ -23,6 +24,12 @@ bool analyze_history(const std::string &path, Report &out, std::string &error,
   try {
     out = analyze(in, symbolizer, opts);
     out.history = info;
+    // Symbolized here (no symbol table in the file): this reader's own
+    // lack of libdw costs the report its lines too.
+    const std::string no_lines = "no line numbers: libdw unavailable";
+    auto &d = out.process.degraded;
+    if (symbols.empty() && !libdw_available() && std::find(d.begin(), d.end(), no_lines) == d.end())
+      d.push_back(no_lines);
   } catch (const std::exception &e) {
     error = path + ": analysis failed: " + e.what();
     return false;

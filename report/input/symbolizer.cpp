@@ -9,6 +9,7 @@
 
 #include "report/input/elf_symtab.h"
 #include "report/input/module_map.h"
+#include "report/input/runtime_libs.h"
 
 #if TORCHSEAL_HAVE_LIBDW
 #include <dwarf.h>
@@ -28,6 +29,41 @@ std::string demangle(const std::string &raw) {
   std::string out(d);
   std::free(d);
   return out;
+}
+
+namespace {
+
+// libdw for the whole process, opened once (bundled copy first); the
+// handle stays open: unloading a library from exit-time code in someone
+// else's process buys nothing and risks running its destructors out of
+// order.
+struct LibDw {
+  void *handle = nullptr;
+  std::string why;  // when handle is null
+};
+
+const LibDw &libdw() {
+  static const LibDw lib = [] {
+    LibDw l;
+#if TORCHSEAL_HAVE_LIBDW
+    runtime_libs::Opened o = runtime_libs::open("libdw.so.1", RTLD_LAZY);
+    l.handle = o.handle;
+    l.why = o.error;
+#else
+    l.why = "this torchseal was built without elfutils' headers";
+#endif
+    if (!l.handle) runtime_libs::note_degraded("no line numbers: libdw unavailable");
+    return l;
+  }();
+  return lib;
+}
+
+}  // namespace
+
+bool libdw_available(std::string *why) {
+  const LibDw &l = libdw();
+  if (why) *why = l.why;
+  return l.handle != nullptr;
 }
 
 struct Symbolizer::Symtabs {
@@ -87,13 +123,10 @@ struct Symbolizer::Dwarf {
 
   ~Dwarf() {
     if (dwfl) dwfl_end(dwfl);
-    // libdw stays mapped on purpose: unloading a library from exit-time code
-    // in someone else's process buys nothing and risks running its
-    // destructors out of order.
   }
 
   bool load(const std::vector<Module> &modules) {
-    void *h = dlopen("libdw.so.1", RTLD_LAZY | RTLD_LOCAL);
+    void *h = libdw().handle;
     if (!h) return false;
 #define TORCHSEAL_RESOLVE(name)                                \
   name = reinterpret_cast<decltype(&::name)>(dlsym(h, #name)); \

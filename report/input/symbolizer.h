@@ -1,11 +1,11 @@
 // Raw return addresses -> source frames, for this process or, offline, for
 // another process's addresses given its recorded module map.
 //
-// libdw is loaded lazily with dlopen("libdw.so.1") the first time something
-// is symbolized, so the preloaded shim does not pull elfutils into every
-// process it is injected into. Without libdw, frames get function names from
-// the ELF symbol tables (no file/line); without a readable file, only the
-// module and address.
+// libdw is opened with dlopen, the copy bundled beside torchseal first
+// (runtime_libs.h), so nothing links elfutils and processes that never use
+// CUDA never load it. Without libdw, frames get function names from the ELF
+// symbol tables (no file/line), and the process notes itself degraded;
+// without a readable file, only the module and address.
 #pragma once
 
 #include <cstdint>
@@ -66,6 +66,11 @@ class Symbolizer {
   bool dwarf_tried_ = false;
   std::unique_ptr<Symtabs> symtabs_;
 };
+
+// Opens libdw once for the process (the shim probes it at start, so a
+// missing one is said at once, not at exit). False, with the places tried
+// in `why`, when native frames will have no file:line.
+bool libdw_available(std::string *why = nullptr);
 
 // abi::__cxa_demangle, or the input unchanged when it is not a C++ name.
 std::string demangle(const std::string &name);

@@ -148,6 +148,12 @@ struct ProcessInfo {
   double end_time = 0;
   std::string backend = "hooks";
   std::string python;  // e.g. "3.12.1", empty when no Python
+  // What the recording process ran without, and what it cost ("no line
+  // numbers: libdw unavailable"); empty when torchseal ran whole.
+  std::vector<std::string> degraded;
+  // How native stacks were walked ("learned rules + libunwind", "frame
+  // pointers only"); empty in reports that predate it.
+  std::string unwinder;
 };
 
 // A user mark (torchseal_mark), read from a history file.

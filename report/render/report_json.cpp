@@ -287,6 +287,15 @@ void read_report(const json &j, Report &r) {
   r.process.end_time = get_num(p, "process", "end_time");
   r.process.backend = get_str_or_null(p, "process", "backend");
   r.process.python = get_str_or_null(p, "process", "python");
+  r.process.unwinder = p.contains("unwinder") ? get_str_or_null(p, "process", "unwinder") : "";
+  // Reports written before the key existed ran whole as far as we know.
+  if (p.contains("degraded")) {
+    for (size_t i = 0; const json &d : get_array(p, "process", "degraded")) {
+      if (!d.is_string()) fail(elem("process", "degraded", i), "expected a string");
+      r.process.degraded.push_back(d.get<std::string>());
+      ++i;
+    }
+  }
 
   const json &s = member(j, "", "summary");
   Summary &m = r.summary;
@@ -436,6 +445,8 @@ std::string report_to_json(const Report &r) {
   p["end_time"] = finite(r.process.end_time);
   p["backend"] = r.process.backend;
   p["python"] = str_or_null(r.process.python);
+  p["degraded"] = r.process.degraded;
+  p["unwinder"] = str_or_null(r.process.unwinder);
   j["process"] = std::move(p);
 
   const Summary &m = r.summary;

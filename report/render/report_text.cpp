@@ -199,6 +199,9 @@ std::string report_to_text(const Report &r) {
     out += tag + "no leaks detected\n";
   }
   if (r.history.windowed) out += window_line(r.history);
+  // Said up front: a report without lines or with short stacks must not
+  // be read as a whole one.
+  for (const std::string &d : r.process.degraded) out += tag + "degraded: " + clean(d) + "\n";
 
   for (const LeakEntry &l : r.leaks) {
     out += "\nDirect leak of " + u64(l.bytes) + " byte(s) in " + u64(l.allocations) +

@@ -35,13 +35,21 @@ def load_module(name, path):
 def registered(build):
     """[(name, runner arguments, environment)] of the integration suite's
     example tests, in meson's order."""
-    p = subprocess.run(["meson", "introspect", build, "--tests"], stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, universal_newlines=True)
-    if p.returncode != 0:
-        raise SystemExit("real-gpu: `meson introspect %s --tests` failed: %s"
-                         % (build, p.stderr.strip()))
+    # meson-info/intro-tests.json is what `meson introspect --tests` prints;
+    # read directly, a carried build needs no meson on the GPU machine.
+    intro = os.path.join(build, "meson-info", "intro-tests.json")
+    if os.path.exists(intro):
+        with open(intro) as f:
+            tests = json.load(f)
+    else:
+        p = subprocess.run(["meson", "introspect", build, "--tests"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, universal_newlines=True)
+        if p.returncode != 0:
+            raise SystemExit("real-gpu: `meson introspect %s --tests` failed: %s"
+                             % (build, p.stderr.strip()))
+        tests = json.loads(p.stdout)
     found = []
-    for t in json.loads(p.stdout):
+    for t in tests:
         suites = [s.split(":")[-1] for s in t.get("suite") or []]
         if "integration" not in suites or not t["name"].startswith("example_"):
             continue
@@ -51,6 +59,20 @@ def registered(build):
             continue
         found.append((t["name"][len("example_"):], args, t.get("env") or {}))
     return found
+
+
+def how_stacks_were_made(report):
+    """(the unwinder the shim used, whether file:line were resolved): a
+    machine without libunwind or libdw shows it here first."""
+    proc = report.get("process") or {}
+    unwinder = proc.get("unwinder") or "unknown"
+    if proc.get("degraded"):
+        unwinder += " (degraded: %s)" % "; ".join(proc["degraded"])
+    frames = [f for key in ("leaks", "ooms", "invalid_frees") for e in report.get(key) or []
+              for f in e.get("frames") or []]
+    if not frames:
+        return unwinder, "no frames"
+    return unwinder, "yes" if any(f.get("line") for f in frames) else "NO"
 
 
 class Outcome:
@@ -63,6 +85,8 @@ class Outcome:
         self.sanitizer = None  # leak set, or None when not run
         self.sanitizer_problem = None
         self.details = []
+        self.unwinder = "no report"  # process.unwinder of the first report
+        self.lines = "no report"  # whether its native frames carry file:line
 
     def agrees(self):
         return (self.status == 0 and self.sanitizer_problem is None
@@ -114,6 +138,7 @@ class Runner:
             out.details += out.log.strip().splitlines()[-1:]
             return out
         if self.reports:
+            out.unwinder, out.lines = how_stacks_were_made(self.reports[0])
             out.torchseal = leaksets.from_report(self.reports[0])
             out.details += leaksets.differences(out.expected, out.torchseal, "torchseal")
         if out.status == 1:

@@ -1,10 +1,11 @@
 """The comparison table: one row per program."""
 
-HEADER = ("program", "expected", "torchseal", "compute-sanitizer", "agree?")
+HEADER = ("program", "expected", "torchseal", "compute-sanitizer", "agree?", "unwinder",
+          "lines?")
 
 
 def render(rows):
-    """rows: tuples of five strings. Returns the table's lines."""
+    """rows: tuples of seven strings. Returns the table's lines."""
     table = [HEADER] + [tuple(r) for r in rows]
     widths = [max(len(r[i]) for r in table) for i in range(len(HEADER))]
     lines = []

@@ -5,6 +5,8 @@
 // aside as pre-existing and the stop report lists what the interval left
 // behind. Loaded late by dlopen, the start also wakes the shim: CUPTI if it
 // takes a late subscriber, else the callers' GOT entries (lifecycle.cpp).
+#include "torchseal.h"
+
 #include <mutex>
 #include <string>
 
@@ -23,7 +25,7 @@ std::string *g_interval_prefix = nullptr;  // never freed: read at exit
 extern "C" {
 
 // Returns 0, or -1 when the shim cannot record (a bad setting, said once).
-__attribute__((visibility("default"))) int torchseal_start(const char *prefix) {
+TORCHSEAL_API int torchseal_start(const char *prefix) {
   using namespace torchseal;
   if (!prefix || !*prefix) return -1;
   std::lock_guard<std::mutex> lock(g_mutex);
@@ -45,7 +47,7 @@ __attribute__((visibility("default"))) int torchseal_start(const char *prefix) {
 
 // Writes the interval's report to the prefix given to torchseal_start.
 // Returns the number of leaked allocations, or -1 (no interval, no report).
-__attribute__((visibility("default"))) long long torchseal_stop(void) {
+TORCHSEAL_API long long torchseal_stop(void) {
   using namespace torchseal;
   std::lock_guard<std::mutex> lock(g_mutex);
   if (!is_active() || !g_interval_prefix || g_interval_prefix->empty()) return -1;

@@ -12,6 +12,8 @@
 #include <ctime>
 #include <mutex>
 #include <new>
+#include <string>
+#include <vector>
 
 #include "shim/core/counters.h"
 #include "shim/core/python/autograd_node.h"
@@ -25,6 +27,8 @@
 #include "shim/intercept/cupti/call_owner.h"
 #include "shim/intercept/cupti/cupti_backend.h"
 #endif
+#include "report/input/runtime_libs.h"
+#include "report/input/symbolizer.h"
 #include "shim/core/python/safe_points.h"
 #include "shim/core/recorder.h"
 #include "shim/core/unwind/unwinder.h"
@@ -46,6 +50,7 @@ std::atomic<int> g_state{static_cast<int>(ShimState::Uninit)};
 std::mutex g_init_mutex;
 const Config *g_config = nullptr;
 const char *g_backend = "hooks";
+const char *g_unwinder = "";
 
 // Set by the constructor when the CUDA libraries were loaded before the
 // shim: dlopen'ed by torchseal.start(), or by the driver at cuInit
@@ -172,6 +177,21 @@ void attach_late() {
             n);
 }
 
+// One line, at the warn level the default log shows, for everything the
+// process runs without; the report repeats it (process.degraded).
+void say_degraded(const std::string &unwind_why, const std::string &libdw_why) {
+  std::vector<std::string> what = runtime_libs::degraded();
+  if (what.empty()) return;
+  std::string line;
+  for (const std::string &w : what) {
+    if (!line.empty()) line += "; ";
+    line += w;
+    const std::string &why = w.find("libunwind") != std::string::npos ? unwind_why : libdw_why;
+    if (!why.empty()) line += " (" + why + ")";
+  }
+  log::warn("degraded: %s", line.c_str());
+}
+
 void initialise() {
   std::lock_guard<std::mutex> lock(g_init_mutex);
   if (g_state.load(std::memory_order_acquire) != static_cast<int>(ShimState::Uninit)) return;
@@ -189,7 +209,13 @@ void initialise() {
   py::set_borrow_label(autograd_node_name);
   holders::init(cfg->holders == HoldersMode::Auto);
   recorder().stack_depth = cfg->stack_depth;
-  const char *unwinder = unwinder_init(cfg->unwind);
+  std::string unwind_why, libdw_why;
+  const char *unwinder = unwinder_init(cfg->unwind, &unwind_why);
+  g_unwinder = unwinder;
+  // Probed now, not at exit, so a missing one is said before the run
+  // rather than after it.
+  bool lines = libdw_available(&libdw_why);
+  say_degraded(unwind_why, lines ? std::string() : libdw_why);
   report_files_init(*cfg);
   choose_backend(*cfg);
   if (g_loaded_late && g_attach_requested.load()) attach_late();
@@ -227,6 +253,7 @@ const Config *parsed_config() {
   return parsed.ok ? &parsed.config : nullptr;
 }
 const char *backend_name() { return g_backend; }
+const char *unwinder_name() { return g_unwinder; }
 
 // First recorded call in a forked child: it gets its own history file.
 void note_first_record() {

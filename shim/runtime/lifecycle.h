@@ -25,6 +25,8 @@ const Config &config();
 // value is bad, which leaves the shim inert at its first CUDA call.
 const Config *parsed_config();
 const char *backend_name();
+// How native stacks are walked (unwinder_init's answer); "" before activation.
+const char *unwinder_name();
 
 // The first recorded event of this process (a forked child's own first
 // CUDA call): starts its history file. Backends call it before recording.

@@ -1,4 +1,6 @@
 #include "shim/runtime/report_files.h"
+
+#include "report/input/runtime_libs.h"
 #include "shim/core/loader_walk.h"
 
 #include <fcntl.h>
@@ -127,6 +129,8 @@ void fill_process_info(ProcessInfo &p) {
   p.pid = getpid();
   p.end_time = unix_now();
   p.backend = backend_name();
+  p.degraded = runtime_libs::degraded();
+  p.unwinder = unwinder_name();
 }
 
 std::string output_prefix() {

@@ -21,8 +21,7 @@
 #include <thread>
 #include <vector>
 
-extern "C" int torchseal_dump(const char *reason);
-extern "C" void torchseal_step(void);
+#include "torchseal.h"
 
 namespace {
 

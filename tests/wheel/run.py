@@ -18,8 +18,10 @@ import venv
 import zipfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bare_root"))
+import checks  # noqa: E402
 import harness  # noqa: E402
-from harness import Checker, Failed, clean_env  # noqa: E402
+from harness import Checker, Failed, bare_root, clean_env, with_simcuda  # noqa: E402
 
 SRC = os.environ["TSEAL_WHEEL_SOURCE"]
 BUILD = os.environ["TSEAL_WHEEL_BUILD"]
@@ -95,7 +97,9 @@ def check_contents(wheel):
     CHECK.true("the tag is manylinux", "-manylinux_" in os.path.basename(wheel),
                os.path.basename(wheel))
     for want in ("torchseal/__init__.py", "torchseal/_cli.py", "torchseal/bin/torchseal",
-                 "torchseal/lib/libtorchseal.so"):
+                 "torchseal/lib/libtorchseal.so", "torchseal/lib/bundled/libunwind-torchseal.so.8",
+                 "torchseal/lib/bundled/libdw-torchseal.so.1",
+                 "torchseal/lib/bundled/libelf-torchseal.so.1"):
         CHECK.true("the wheel has " + want, want in names)
     sim = [n for n in names if "simcuda" in n or "libcudart" in n or "libcuda." in n]
     CHECK.eq("no simcuda in the wheel", sim, [])
@@ -144,12 +148,31 @@ def run_prog(env_dir):
              ("prog.py", line), json.dumps(leaks[:1])[:2000])
 
 
+def run_bare_root(env_dir):
+    """The same venv on a machine without libunwind and libdw."""
+    why = bare_root.unavailable()
+    if why:
+        bar = "!" * 78
+        print("%s\nSKIP wheel in a bare root: %s\n%s" % (bar, why, bar), flush=True)
+        return
+    e = with_simcuda(env(), os.path.join(BUILD, "tests", "simcuda"))
+    cli = os.path.join(env_dir, "bin", "torchseal")
+    checks.check_planted(CHECK, cli, e, os.path.join(WORK, "bare-planted"),
+                         os.environ["TSEAL_WHEEL_PLANTED"], os.environ["TSEAL_WHEEL_PLANTED_SRC"],
+                         "wheel")
+    checks.check_python(CHECK, cli, e, os.path.join(WORK, "bare-python"),
+                        os.path.join(env_dir, "bin", "python"), os.environ["TSEAL_WHEEL_NATIVE_LIB"],
+                        "wheel")
+
+
 def main():
     try:
         tools = tools_env()
         wheel = repair(tools, build_wheel(tools))
         check_contents(wheel)
-        run_prog(fresh_venv(wheel))
+        venv_dir = fresh_venv(wheel)
+        run_prog(venv_dir)
+        run_bare_root(venv_dir)
     except Failed as e:
         CHECK.fail(str(e))
     sys.exit(CHECK.finish())

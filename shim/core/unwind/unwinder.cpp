@@ -1,13 +1,18 @@
 #include "shim/core/unwind/unwinder.h"
 
 #include <dlfcn.h>
-#include <execinfo.h>
 #include <link.h>
 #include <pthread.h>
 
 #include <atomic>
 #include <cstring>
 
+#include <algorithm>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "report/input/runtime_libs.h"
 #include "shim/core/ip_hash.h"
 #include "shim/core/unwind/frame_rules.h"
 #include "shim/core/unwind/rule_learner.h"
@@ -190,11 +195,102 @@ __attribute__((noinline)) int fast_walk(uint64_t *out, int max, uint64_t *hash) 
   return n;
 }
 
+// Without libunwind: the executable ranges of the loaded objects, so the
+// frame-pointer walk can tell a return address from whatever a frame built
+// without frame pointers left in rbp. Rebuilt when the loader's object
+// count changed; old tables are kept (never freed) because a walker on
+// another thread may still read one.
+struct ExecRanges {
+  unsigned long long adds = 0, subs = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;  // sorted [lo, hi)
+};
+std::atomic<const ExecRanges *> g_exec{nullptr};
+std::mutex g_exec_mu;
+
+int collect_exec(struct dl_phdr_info *info, size_t, void *data) {
+  auto *r = static_cast<ExecRanges *>(data);
+  r->adds = info->dlpi_adds;
+  r->subs = info->dlpi_subs;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const auto &ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_LOAD || !(ph.p_flags & PF_X)) continue;
+    uint64_t lo = info->dlpi_addr + ph.p_vaddr;
+    r->ranges.emplace_back(lo, lo + ph.p_memsz);
+  }
+  return 0;
+}
+
+int read_counts(struct dl_phdr_info *info, size_t, void *data) {
+  auto *r = static_cast<ExecRanges *>(data);
+  r->adds = info->dlpi_adds;
+  r->subs = info->dlpi_subs;
+  return 1;
+}
+
+const ExecRanges *exec_ranges(bool refresh) {
+  const ExecRanges *cur = g_exec.load(std::memory_order_acquire);
+  if (cur && !refresh) return cur;
+  ExecRanges counts;
+  dl_iterate_phdr(read_counts, &counts);
+  if (cur && counts.adds == cur->adds && counts.subs == cur->subs) return cur;
+  std::lock_guard<std::mutex> lock(g_exec_mu);
+  auto *next = new ExecRanges;
+  dl_iterate_phdr(collect_exec, next);
+  std::sort(next->ranges.begin(), next->ranges.end());
+  g_exec.store(next, std::memory_order_release);
+  return next;
+}
+
+bool in_ranges(const ExecRanges *r, uint64_t ip) {
+  auto it = std::upper_bound(r->ranges.begin(), r->ranges.end(),
+                             std::make_pair(ip, ~uint64_t{0}));
+  return it != r->ranges.begin() && ip < std::prev(it)->second;
+}
+
+bool is_code(uint64_t ip) {
+  if (in_ranges(exec_ranges(false), ip)) return true;
+  return in_ranges(exec_ranges(true), ip);  // something loaded since?
+}
+
+// Frame pointers alone, within this thread's stack, stopping at the first
+// return address outside every loaded object's code: code built without
+// frame pointers ends the stack early, never with a wrong frame or a fault.
+// About as cheap as the fast walker (glibc's backtrace() parses unwind
+// tables on every call: 11-13 us a stack at depth 30).
+__attribute__((noinline)) int fp_walk(uint64_t *out, int max) {
+  const auto *fp = static_cast<const uint64_t *>(__builtin_frame_address(0));
+  uint64_t hi = stack_top();
+  uint64_t rsp = reinterpret_cast<uint64_t>(fp) + 16;
+  if (rsp >= hi || hi - rsp > (uint64_t{1} << 32)) return 0;
+  uint64_t ip = fp[1], rbp = fp[0];
+  for (int self = 0; is_self(ip); ++self) {
+    uint64_t cfa = rbp + 16;
+    if (self == kCaptureSlack || cfa <= rsp || cfa > hi) return 0;
+    ip = load(rbp + 8);
+    rsp = cfa;
+    rbp = load(rbp);
+  }
+  int n = 0;
+  while (n < max && ip && is_code(ip)) {
+    out[n++] = ip;
+    uint64_t cfa = rbp + 16;
+    if (cfa <= rsp || cfa > hi) break;
+    ip = load(rbp + 8);
+    rsp = cfa;
+    rbp = load(rbp);
+  }
+  return n;
+}
+
 const uint64_t *libunwind_capture(uint64_t (&buf)[kCaptureBufFrames], int max, int *n_out) {
+  if (!g_unw_backtrace) {
+    *n_out = fp_walk(buf, max < kCaptureBufFrames ? max : kCaptureBufFrames);
+    return buf;
+  }
   int want = max + kCaptureSlack;
   if (want > kCaptureBufFrames) want = kCaptureBufFrames;
   auto *raw = reinterpret_cast<void **>(buf);
-  int n = g_unw_backtrace ? g_unw_backtrace(raw, want) : backtrace(raw, want);
+  int n = g_unw_backtrace(raw, want);
   int i = 0;
   while (i < n && is_self(buf[i])) ++i;
   int k = n - i;
@@ -221,10 +317,11 @@ void check_against_libunwind(const uint64_t *fast, int n, int max) {
 
 }  // namespace
 
-const char *unwinder_init(UnwindMode mode) {
+const char *unwinder_init(UnwindMode mode, std::string *why) {
   dl_iterate_phdr(find_self, reinterpret_cast<void *>(&unwinder_init));
   g_mode = mode;
-  void *h = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
+  runtime_libs::Opened lib = runtime_libs::open("libunwind.so.8", RTLD_NOW);
+  void *h = lib.handle;
   if (h) {
     g_unw_backtrace = reinterpret_cast<UnwBacktrace>(dlsym(h, "unw_backtrace"));
     auto policy = reinterpret_cast<UnwSetCachingPolicy>(dlsym(h, "_ULx86_64_set_caching_policy"));
@@ -239,10 +336,10 @@ const char *unwinder_init(UnwindMode mode) {
     return mode == UnwindMode::Check ? "learned rules, checked against libunwind"
                                      : "learned rules + libunwind";
   if (g_unw_backtrace) return "libunwind";
-  // Warm up glibc's backtrace() (it dlopens libgcc_s on first use).
-  void *warm[2];
-  backtrace(warm, 2);
-  return "glibc backtrace";
+  if (why) *why = h ? "libunwind without unw_backtrace" : lib.error;
+  runtime_libs::note_degraded("short native stacks: libunwind unavailable, frame pointers only");
+  exec_ranges(true);
+  return "frame pointers only";
 }
 
 const uint64_t *capture_stack_inplace(uint64_t (&buf)[kCaptureBufFrames], int max, int *n_out,

@@ -8,7 +8,7 @@
 // TORCHSEAL_UNWIND=libunwind. TORCHSEAL_UNWIND=check runs both on every
 // capture and reports at exit how many stacks differed.
 //
-// libunwind is dlopen'ed RTLD_LOCAL on first use rather than linked: its
+// libunwind is dlopen'ed RTLD_LOCAL at activation rather than linked: its
 // shared object exports _Unwind_RaiseException and a weak backtrace(), and a
 // preloaded link dependency would put those ahead of libgcc_s in the host's
 // global scope and take over its C++ exceptions. Processes that never touch
@@ -16,14 +16,18 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "shim/runtime/config.h"
 
 namespace torchseal {
 
-// Loads the unwinder; falls back to glibc backtrace() if libunwind is absent.
-// Returns a short description of the method in use.
-const char *unwinder_init(UnwindMode mode);
+// Loads the unwinder (libunwind: the copy bundled beside the shim, else the
+// host's). Without it, stacks are walked by frame pointers alone, which
+// stop at the first frame built without them; the process is then noted
+// degraded and `*why` says what was tried. Returns a short description of
+// the method in use.
+const char *unwinder_init(UnwindMode mode, std::string *why = nullptr);
 
 // Captures up to `max` return addresses, innermost first, with the frames
 // inside torchseal itself removed. Returns the number stored.
