@@ -35,6 +35,8 @@ std::string self_dir() {
   return slash == std::string::npos ? std::string(".") : exe.substr(0, slash);
 }
 
+#include "install_layout.h"  // TORCHSEAL_SHIM_FROM_CLI (meson.build)
+
 // The shim that belongs to this CLI: the build tree layout first, then the
 // install layouts. TORCHSEAL_SHIM overrides (and must then exist).
 bool find_shim(std::string &path, std::string &error) {

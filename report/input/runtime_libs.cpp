@@ -2,12 +2,16 @@
 
 #include <dlfcn.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <mutex>
 
-// Set by meson.build from the install layout; builds outside Meson (the fuzz
-// targets) get the common one.
+// Made by meson.build from the install layout; builds outside Meson (the
+// fuzz targets) get the common one.
+#if __has_include("install_layout.h")
+#include "install_layout.h"
+#endif
 #ifndef TORCHSEAL_SHIM_FROM_CLI
 #define TORCHSEAL_SHIM_FROM_CLI "../lib/torchseal"
 #endif

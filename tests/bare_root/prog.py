@@ -1,6 +1,6 @@
 """Run by tests/bare_root and tests/wheel in a bare root: one 2 MiB device
 allocation made by a native library built with -g (native_alloc.c), never
-freed, from the line marked PY-LEAK."""
+freed, from the marked line below."""
 import ctypes
 import sys
 
