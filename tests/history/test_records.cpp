@@ -24,8 +24,9 @@ std::vector<uint8_t> bytes_of(const Record &rec) {
 // never pass for a shorter valid one. Checked under ASan too: the decoder
 // reads from an exact-size heap copy, so an overread would be reported.
 template <typename Record>
-void check_truncations(const std::vector<uint8_t> &full) {
+void check_truncations(const std::vector<uint8_t> &full, size_t older_end = 0) {
   for (size_t n = 0; n < full.size(); ++n) {
+    if (n == older_end && n > 0) continue;  // a whole record as older writers made it
     std::vector<uint8_t> cut(full.begin(), full.begin() + static_cast<long>(n));
     ByteReader r(cut.data(), cut.size());
     Record rec;
@@ -62,7 +63,24 @@ TEST_CASE("Process record round trips") {
   p.info.python = "3.12.1";
   p.info.argv = {"python", "train.py", "--bad-\xff"};
   p.clock_base = 1.6e9 + 0.5;
-  ProcessRecord q = round_trip(p);
+  p.info.degraded = {"no line numbers: libdw unavailable"};
+  p.info.unwinder = "frame pointers only";
+  // Written before `degraded` and `unwinder` were appended: still read,
+  // as a process that ran whole.
+  ProcessRecord older = p;
+  older.info.degraded.clear();
+  older.info.unwinder.clear();
+  auto older_bytes = bytes_of(older);
+  older_bytes.resize(older_bytes.size() - 2);  // the empty list's count, the empty string's length
+  ProcessRecord o = decode_all<ProcessRecord>(older_bytes);
+  CHECK(o.info.hostname == "node-7");
+  CHECK(o.info.degraded.empty());
+  CHECK(o.clock_base == p.clock_base);
+  auto b = bytes_of(p);
+  check_truncations<ProcessRecord>(b, older_bytes.size());
+  ProcessRecord q = decode_all<ProcessRecord>(b);
+  CHECK(q.info.degraded == p.info.degraded);
+  CHECK(q.info.unwinder == "frame pointers only");
   CHECK(q.info.pid == p.info.pid);
   CHECK(q.info.rank == 3);
   CHECK(q.info.hostname == "node-7");

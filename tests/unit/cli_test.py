@@ -30,7 +30,9 @@ def one_error_line(p, needle, what):
 REPORT = {
     "format": "torchseal-report", "version": 1, "trigger": "exit",
     "process": {"pid": 321, "argv": ["./a.out"], "rank": None, "hostname": "h",
-                "start_time": 1.0, "end_time": 2.0, "backend": "hooks", "python": None},
+                "start_time": 1.0, "end_time": 2.0, "backend": "hooks", "python": None,
+                "degraded": ["no line numbers: libdw unavailable"],
+                "unwinder": "learned rules + libunwind"},
     "summary": {"leaked_bytes": 512, "leaked_allocations": 2, "leak_sites": 1, "peak_bytes": 512,
                 "events": 2, "suppressed_bytes": 0, "cached_bytes": 0,
                 "overhead": {"events": 2, "seconds_in_torchseal": 0.0}},
@@ -55,6 +57,8 @@ with tempfile.TemporaryDirectory() as d:
     CHECK.true(f"report: last line {out[-1:]}",
                out and out[-1] == "SUMMARY: torchseal: 512 byte(s) leaked in 2 allocation(s).")
     CHECK.true("report: frame line", "    #0 0x401136 in main /s/a.cpp:4 (/a.out)" in out)
+    CHECK.true("report: the header says what the process ran without",
+               out[1:2] == ["==321==torchseal: degraded: no line numbers: libdw unavailable"], out[:3])
 
     p = run(["report", "--format", "json", good])
     CHECK.true("report --format json re-emits the report",
