@@ -3,10 +3,12 @@
 // code and return address, as in a real call stack; not one function
 // recursing), it makes N pairs and prints their cost:
 //
-//   pair_plain MODE DEPTH PAIRS
+//   pair_plain MODE DEPTH PAIRS [recursive]
 //     MODE  cuda (cudaMalloc(256)/cudaFree), async (cudaMallocAsync/
 //           cudaFreeAsync on a stream), malloc (malloc/free: heaptrack's
 //           view of the same loop)
+//     recursive  one function recursing DEPTH times instead (bench_cuda's
+//           stack shape: every frame the same return address)
 //   prints  wall_ns_per_pair=W cpu_ns_per_pair=C
 //
 // bench/run_bench.py runs it bare, under the shim and under heaptrack in
@@ -57,6 +59,16 @@ __attribute__((noinline)) void level<1>(Loop *l) {
   asm volatile("" ::: "memory");
 }
 
+// One function recursing: the stack bench::at_depth (Google Benchmark's
+// bench_cuda) builds, kept for comparison (bench/RESULTS.md).
+__attribute__((noinline)) void recurse(Loop *l, int depth) {
+  if (depth <= 1)
+    pairs(l);
+  else
+    recurse(l, depth - 1);
+  asm volatile("" ::: "memory");
+}
+
 using Entry = void (*)(Loop *);
 // The depths the benchmarks use (frames of this program above the pair,
 // main included: main -> level<D-1> ... level<1> -> pairs).
@@ -75,8 +87,8 @@ double seconds(clockid_t c) {
 }  // namespace
 
 int main(int argc, char **argv) {
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: pair_plain cuda|async|malloc DEPTH(5|30|80) PAIRS\n");
+  if (argc != 4 && !(argc == 5 && !std::strcmp(argv[4], "recursive"))) {
+    std::fprintf(stderr, "usage: pair_plain cuda|async|malloc DEPTH(5|30|80) PAIRS [recursive]\n");
     return 2;
   }
   Loop l;
@@ -104,9 +116,13 @@ int main(int argc, char **argv) {
   // A warm-up tenth first (caches, the shim's learned rules, pools).
   Loop warm = l;
   warm.pairs = l.pairs / 10 + 1;
-  entry(&warm);
+  int depth = std::atoi(argv[2]);
+  bool recursive = argc == 5;
+  // recurse() from main: main + (depth - 2) recursions + pairs = depth frames.
+  auto run = [&](Loop *x) { recursive ? recurse(x, depth - 2) : entry(x); };
+  run(&warm);
   double w0 = seconds(CLOCK_MONOTONIC), c0 = seconds(CLOCK_PROCESS_CPUTIME_ID);
-  entry(&l);
+  run(&l);
   double w1 = seconds(CLOCK_MONOTONIC), c1 = seconds(CLOCK_PROCESS_CPUTIME_ID);
   if (l.mode == 1) cudaStreamSynchronize(l.stream);
   if (l.failures + warm.failures) {
