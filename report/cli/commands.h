@@ -53,7 +53,7 @@ struct RunOptions {
 CLI::App *add_run_command(CLI::App &app, RunOptions &opts);
 int run_command(const RunOptions &opts);  // without --fail-on-leak: returns only on failure
 
-// --from/--to/--steps (DESIGN.md section 11): one window of a history.
+// --from/--to/--steps (docs/long-runs.md): one window of a history.
 struct WindowArgs {
   double from_s = -1, to_s = -1;  // -1: unset
   std::string steps;              // "A..B"

@@ -1,4 +1,4 @@
-// A part of a history to read (DESIGN.md section 11), and what reading a
+// A part of a history to read (docs/long-runs.md), and what reading a
 // history cost, for the report to say. Model types: the CLI fills the first,
 // the reader the second, and the writers print both.
 #pragma once
