@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -86,14 +87,18 @@ uint64_t load(uint64_t addr) { return *reinterpret_cast<const uint64_t *>(addr);
 // Applies a Step rule to the frame (ip, rsp, rbp). Returns 1 (stepped),
 // 0 (no caller) or -1 (a load would leave this thread's stack).
 inline __attribute__((always_inline)) int apply(const FrameRule &r, uint64_t &ip, uint64_t &rsp,
-                                                uint64_t &rbp, uint64_t hi) {
+                                                uint64_t &rbp, uint64_t hi, uint64_t &rbp_src,
+                                                bool &rbp_in) {
   uint64_t cfa = (r.rbp_base ? rbp : rsp) + static_cast<uint64_t>(r.cfa_off);
   if (cfa <= rsp || cfa > hi) return -1;
   uint64_t next_rbp = rbp;
+  rbp_src = 0;
+  rbp_in = r.rbp_base || !r.rbp_off;
   if (r.rbp_off) {
     uint64_t at = cfa + static_cast<uint64_t>(static_cast<int64_t>(r.rbp_off));
     if (at < rsp || at + 8 > hi) return -1;
     next_rbp = load(at);
+    rbp_src = at;
   }
   ip = load(cfa - 8);
   rsp = cfa;
@@ -103,6 +108,8 @@ inline __attribute__((always_inline)) int apply(const FrameRule &r, uint64_t &ip
 
 struct Frame {
   uint64_t ip, rsp, rbp;
+  uint64_t rbp_src = 0;  // where the step loaded the caller's rbp (0: kept)
+  bool rbp_in = true;    // the step read this frame's rbp
 };
 
 // One step from frame `f` to its caller by its rule, learned first if
@@ -121,18 +128,19 @@ __attribute__((noinline)) int general_step(Frame &f, uint64_t hi) {
   }
   if (r.kind == RuleKind::End) return 0;
   if (r.kind != RuleKind::Step) return -1;
-  return apply(r, f.ip, f.rsp, f.rbp, hi);
+  return apply(r, f.ip, f.rsp, f.rbp, hi, f.rbp_src, f.rbp_in);
 }
 
 // A step by any rule but the frame-pointer one: the one in the home slot
 // (`key` 0: it is ip's) inline, anything else by general_step.
 inline __attribute__((always_inline)) int other_step(unwind::RuleTable::Table table, uint64_t i,
                                                      uint64_t key, uint64_t &ip, uint64_t &rsp,
-                                                     uint64_t &rbp, uint64_t hi) {
+                                                     uint64_t &rbp, uint64_t hi,
+                                                     uint64_t &rbp_src, bool &rbp_in) {
   if (key == 0) {
     uint64_t v = unwind::RuleTable::rule_at(table, i);
     if ((v & 0xff) == static_cast<uint64_t>(RuleKind::Step))
-      return apply(FrameRule::unpack(v), ip, rsp, rbp, hi);
+      return apply(FrameRule::unpack(v), ip, rsp, rbp, hi, rbp_src, rbp_in);
     if ((v & 0xff) == static_cast<uint64_t>(RuleKind::End)) return 0;  // every walk's last
   }
   Frame f{ip, rsp, rbp};
@@ -140,13 +148,82 @@ inline __attribute__((always_inline)) int other_step(unwind::RuleTable::Table ta
   ip = f.ip;
   rsp = f.rsp;
   rbp = f.rbp;
+  rbp_src = f.rbp_src;
+  rbp_in = f.rbp_in;
   return r;
+}
+
+// The last walk of this thread, frame by frame, so the next one can stop
+// walking where it reaches a frame of it: a step is a function of the frame
+// (ip, rsp, rbp), the rule of ip and the words it loads, so when the words
+// at the loaded addresses still hold what they held, every frame from there
+// out is the one the walk would find again. Checking a frame costs a load
+// or two and a compare where stepping it costs a rule-table probe and the
+// rule: a loop allocating from one place re-walks only its innermost
+// frames (heaptrack's trace tree saves the same work by interning).
+// Two buffers: the walk records into one while it matches against the
+// other. Rules change only when code is unloaded, which bumps g_memo_gen.
+constexpr int kMemoFrames = 128;
+struct WalkMemo {
+  uint64_t ip[kMemoFrames], rsp[kMemoFrames], rbp[kMemoFrames];
+  uint64_t rbp_src[kMemoFrames];  // where the step from frame k loaded rbp(k+1); 0: kept
+  bool rbp_in[kMemoFrames];       // that step read frame k's rbp (else any rbp walks the same)
+  int n = 0;                      // frames recorded; 0: nothing to match
+  uint64_t end_src = 0;  // the walk ended on a loaded 0 return address here (0: by a rule)
+  bool whole = false;    // the walk ended by itself, not at `max`
+  uint64_t gen = 0;
+  uint64_t hash = 0;  // hash_ips() of ip[0..n)
+};
+std::atomic<uint64_t> g_memo_gen{1};
+std::atomic<uint64_t> g_memo_reused{0};  // walks that ended in the memo
+struct MemoPair {
+  WalkMemo buf[2];
+  int cur = 0;
+};
+thread_local MemoPair *t_memo __attribute__((tls_model("initial-exec"))) = nullptr;
+thread_local bool t_memo_tried __attribute__((tls_model("initial-exec"))) = false;
+// Set while this thread walks: a walk nested in it (a signal handler's) must
+// not touch the buffers the outer one reads.
+thread_local bool t_walking __attribute__((tls_model("initial-exec"))) = false;
+pthread_key_t g_memo_key;
+bool g_memo_key_ok = false;
+
+void free_memo(void *p) { delete static_cast<MemoPair *>(p); }
+
+MemoPair *memo_for_thread() {
+  if (t_memo || t_memo_tried || !g_memo_key_ok) return t_memo;
+  t_memo_tried = true;
+  t_memo = new (std::nothrow) MemoPair;
+  if (t_memo) pthread_setspecific(g_memo_key, t_memo);
+  return t_memo;
+}
+
+// Frames m.. of `w` still hold: every word their steps loaded is unchanged.
+inline bool memo_holds(const WalkMemo &w, int m) {
+  for (int k = m; k + 1 < w.n; ++k) {
+    if (load(w.rsp[k + 1] - 8) != w.ip[k + 1]) return false;
+    if (w.rbp_src[k] && load(w.rbp_src[k]) != w.rbp[k + 1]) return false;
+  }
+  return !w.end_src || load(w.end_src) == 0;
 }
 
 // Walks from its own caller outwards. Returns the frames kept (leading
 // torchseal frames skipped) and their hash, or -1 when libunwind must do
 // this capture.
+__attribute__((always_inline)) inline int walk(uint64_t *out, int max, uint64_t *hash,
+                                               bool use_memo);
+
+// The walk, with this thread's memo claimed for its duration.
 __attribute__((noinline)) int fast_walk(uint64_t *out, int max, uint64_t *hash) {
+  bool outer = !t_walking;
+  t_walking = true;
+  int n = walk(out, max, hash, outer);
+  if (outer) t_walking = false;
+  return n;
+}
+
+__attribute__((always_inline)) inline int walk(uint64_t *out, int max, uint64_t *hash,
+                                               bool use_memo) {
   const auto *fp = static_cast<const uint64_t *>(__builtin_frame_address(0));
   uint64_t hi = stack_top();
   uint64_t rsp = reinterpret_cast<uint64_t>(fp) + 16;
@@ -163,35 +240,130 @@ __attribute__((noinline)) int fast_walk(uint64_t *out, int max, uint64_t *hash) 
     rsp = cfa;
     rbp = load(rbp);
   }
+  MemoPair *mp = use_memo ? memo_for_thread() : nullptr;
+  uint64_t gen = g_memo_gen.load(std::memory_order_relaxed);
+  WalkMemo *rec = nullptr, *prev = nullptr;
+  if (mp) {
+    rec = &mp->buf[mp->cur];
+    prev = &mp->buf[mp->cur ^ 1];
+    if (prev->gen != gen) prev->n = 0;
+    rec->n = 0;
+  }
+  int m = 0;  // the first frame of `prev` not yet below this walk's rsp
   // Pointers rather than a count and a limit: the loop then fits in
   // registers (the count and limit were spilled to the stack).
   uint64_t *p = out, *const end = out + max;
   IpHasher h;
+  uint64_t end_src = 0;
+  bool whole = true;
   for (;;) {
+    if (prev) {
+      while (m < prev->n && prev->rsp[m] < rsp) ++m;
+      if (m < prev->n && prev->rsp[m] == rsp && prev->ip[m] == ip &&
+          (!prev->rbp_in[m] || prev->rbp[m] == rbp)) {
+        int k = static_cast<int>(p - out);
+        // Reusable if the old walk ended by itself, or reaches max here.
+        if ((prev->whole || k + prev->n - m >= max) && memo_holds(*prev, m)) {
+          int take = prev->n - m;
+          if (take > max - k) take = max - k;
+          memcpy(p, prev->ip + m, static_cast<size_t>(take) * sizeof(uint64_t));
+          p += take;
+          int n = static_cast<int>(p - out);
+          g_memo_reused.fetch_add(1, std::memory_order_relaxed);
+          if (k == 0 && m == 0 && take == prev->n) {
+            // The same stack again (a loop): the memo stays as it is.
+            *hash = prev->hash;
+            return n;
+          }
+          for (int j = 0; j < take; ++j) h.add(prev->ip[m + j]);
+          *hash = h.finish(n);
+          bool truncated = take < prev->n - m;
+          // This walk's inner frames and the old walk's outer ones are the
+          // next walk's memo.
+          int total = k + (prev->n - m);
+          if (rec && total <= kMemoFrames) {
+            for (int j = m; j < prev->n; ++j) {
+              rec->ip[k + j - m] = prev->ip[j];
+              rec->rsp[k + j - m] = prev->rsp[j];
+              rec->rbp[k + j - m] = prev->rbp[j];
+              rec->rbp_src[k + j - m] = prev->rbp_src[j];
+              rec->rbp_in[k + j - m] = prev->rbp_in[j];
+            }
+            rec->n = total;
+            rec->end_src = prev->end_src;
+            rec->whole = prev->whole;
+            rec->gen = gen;
+            rec->hash = truncated ? hash_ips(rec->ip, total) : *hash;
+            mp->cur ^= 1;
+          }
+          return n;
+        }
+        prev = nullptr;  // it no longer holds: walk on
+      }
+    }
+    int k = static_cast<int>(p - out);
+    bool keep = rec && k < kMemoFrames;
+    if (keep) {
+      rec->ip[k] = ip;
+      rec->rsp[k] = rsp;
+      rec->rbp[k] = rbp;
+      rec->rbp_src[k] = 0;   // until a step says otherwise (the last frame
+      rec->rbp_in[k] = true;  // of a walk cut at max is never stepped)
+    }
     *p++ = ip;
     h.add(ip);
-    if (p == end) break;
+    if (p == end) {
+      whole = false;
+      break;
+    }
     uint64_t i = unwind::RuleTable::index(ip);
     // The home slot's key xor ip: ~0 names the frame-pointer rule, 0 another
     // rule of ip's; the frame-pointer step is the loop's own body.
     uint64_t key = unwind::RuleTable::key_at(table, i) ^ ip;
+    uint64_t rbp_src = 0;
+    bool rbp_in = true;
     if (__builtin_expect(key == ~uint64_t{0}, 1)) {
       // apply() specialised: both loads are within 16 bytes below the
       // checked CFA, so inside the stack mapping.
       uint64_t cfa = rbp + 16;
       if (cfa <= rsp || cfa > hi) return -1;
+      rbp_src = rbp;
       ip = load(rbp + 8);
       rsp = cfa;
       rbp = load(rbp);
-      if (!ip) break;
+      if (keep) {
+        rec->rbp_src[k] = rbp_src;
+        rec->rbp_in[k] = true;
+      }
+      if (!ip) {
+        end_src = rsp - 8;
+        break;
+      }
       continue;
     }
-    int r = other_step(table, i, key, ip, rsp, rbp, hi);
+    int r = other_step(table, i, key, ip, rsp, rbp, hi, rbp_src, rbp_in);
     if (r < 0) return -1;
-    if (r == 0) break;
+    if (keep) {
+      rec->rbp_src[k] = rbp_src;
+      rec->rbp_in[k] = rbp_in;
+    }
+    if (r == 0) {
+      // A step that loaded a 0 return address (apply() moved rsp to the
+      // CFA), or the End rule (nothing loaded: rsp did not move).
+      if (keep && rsp != rec->rsp[k]) end_src = rsp - 8;
+      break;
+    }
   }
   int n = static_cast<int>(p - out);
   *hash = h.finish(n);
+  if (rec && n <= kMemoFrames) {
+    rec->n = n;
+    rec->end_src = end_src;
+    rec->whole = whole;
+    rec->gen = gen;
+    rec->hash = *hash;
+    mp->cur ^= 1;
+  }
   return n;
 }
 
@@ -320,6 +492,7 @@ void check_against_libunwind(const uint64_t *fast, int n, int max) {
 const char *unwinder_init(UnwindMode mode, std::string *why) {
   dl_iterate_phdr(find_self, reinterpret_cast<void *>(&unwinder_init));
   g_mode = mode;
+  g_memo_key_ok = pthread_key_create(&g_memo_key, free_memo) == 0;
   runtime_libs::Opened lib = runtime_libs::open("libunwind.so.8", RTLD_NOW);
   void *h = lib.handle;
   if (h) {
@@ -370,6 +543,7 @@ int capture_stack(uint64_t *out, int max) {
 }
 
 void unwinder_code_unloaded() {
+  g_memo_gen.fetch_add(1, std::memory_order_relaxed);
   if (g_fast.load() && !g_rules.clear()) {
     // Many unloads (each retires a table): stop learning, walk with libunwind.
     g_fast.store(false);
@@ -393,9 +567,11 @@ void unwinder_log_summary() {
         static_cast<unsigned long long>(checked), static_cast<unsigned long long>(bad),
         static_cast<unsigned long long>(fb), static_cast<unsigned long long>(g_learned.load()));
   } else {
-    log::info("unwinder: %llu stacks handed to libunwind; %llu frame rules learned",
-              static_cast<unsigned long long>(fb),
-              static_cast<unsigned long long>(g_learned.load()));
+    log::info(
+        "unwinder: %llu stacks handed to libunwind; %llu frame rules learned; %llu walks "
+        "finished from the previous one's frames",
+        static_cast<unsigned long long>(fb), static_cast<unsigned long long>(g_learned.load()),
+        static_cast<unsigned long long>(g_memo_reused.load()));
   }
 }
 
