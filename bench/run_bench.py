@@ -55,11 +55,13 @@ TARGETS = {
     "e": "report >= 5M events/s, RSS bounded by live state",
     "f": "<= 96 bytes per live allocation",
     "g": "< 5 ms added startup for a process that never calls CUDA",
+    "p": "plain program (bench/pair_plain, no harness): default's added cost at depth 30 "
+         "<= 0.25x heaptrack's, wall and CPU time",
     "i": "in a bare root (no libunwind, no libdw), added cost at depth 30 within 1.2x of "
          "the normal machine's and <= 0.5x heaptrack's, wall and CPU time",
 }
 # Sections each mode runs by default (--only picks a subset for development).
-SECTIONS = {"full": "abcdefg", "quick": "abcdefg", "smoke": "abcdefgh", "longrun": "h"}
+SECTIONS = {"full": "abcdefgp", "quick": "abcdefgp", "smoke": "abcdefghp", "longrun": "h"}
 
 
 def log(msg):
@@ -79,6 +81,7 @@ class Ctx:
         self.cli = os.path.join(b, "report", "torchseal")
         self.bench_cuda = os.path.join(b, "bench", "bench_cuda")
         self.bench_malloc = os.path.join(b, "bench", "bench_malloc")
+        self.pair_plain = os.path.join(b, "bench", "pair_plain")
         self.workload = os.path.join(b, "bench", "bench_workload")
         self.here = os.path.dirname(os.path.abspath(__file__))
         self.out = os.path.abspath(args.out_dir)
@@ -87,7 +90,8 @@ class Ctx:
         os.makedirs(self.tmp, exist_ok=True)
         self.heaptrack = shutil.which("heaptrack")
         self.time_v = "/usr/bin/time" if os.access("/usr/bin/time", os.X_OK) else None
-        for f in (self.shim, self.cli, self.bench_cuda, self.bench_malloc, self.workload):
+        for f in (self.shim, self.cli, self.bench_cuda, self.bench_malloc, self.workload,
+                  self.pair_plain):
             if not os.path.exists(f):
                 sys.exit(f"run_bench: missing {f} (build first)")
         self.seq = 0
@@ -234,6 +238,55 @@ def bench_pairs(ctx):
     c["bare_scaling_8_over_1"] = scaling("bare")
     c["cores"] = os.cpu_count()
     return a, c
+
+
+# ---------------------------------------------------------------- (p)
+PLAIN_PAIRS = {"full": 200000, "quick": 100000, "smoke": 2000}
+
+
+def plain_run(ctx, argv, env, wrapper=()):
+    r = run(list(wrapper) + argv, env, cwd=ctx.tmp)
+    m = re.search(r"wall_ns_per_pair=([\d.]+) cpu_ns_per_pair=([\d.]+)", r.stdout)
+    if not m:
+        sys.exit(f"run_bench: pair_plain printed no figures: {r.stdout[-500:]}")
+    return float(m.group(1)), float(m.group(2))
+
+
+def bench_plain(ctx):
+    """The pair as a plain program sees it: bench/pair_plain, D distinct
+    functions deep, cudaMalloc(256)/cudaFree bare and under the shim (the
+    default configuration), malloc/free bare and under heaptrack, all in the
+    same interleaved rounds."""
+    depths = (5, 30, 80)
+    pairs = PLAIN_PAIRS.get(ctx.mode, 100000)
+    cfgs = ["cuda_bare", "cuda_shim", "malloc_bare"] + (["malloc_heaptrack"] if ctx.heaptrack else [])
+    raw = {c: {d: {"wall": [], "cpu": []} for d in depths} for c in cfgs}
+    for rnd in range(ctx.p["rounds"]):
+        log(f"(p) round {rnd + 1}/{ctx.p['rounds']}")
+        order = cfgs[rnd % len(cfgs):] + cfgs[:rnd % len(cfgs)]
+        for c in order:
+            for d in depths:
+                mode = "cuda" if c.startswith("cuda") else "malloc"
+                env = ctx.env(shim=c == "cuda_shim", backend="default")
+                wrapper = [ctx.heaptrack, "-o", os.path.join(ctx.tmp, "ht")] if c == "malloc_heaptrack" else ()
+                w, cpu = plain_run(ctx, [ctx.pair_plain, mode, str(d), str(pairs)], env, wrapper)
+                raw[c][d]["wall"].append(w)
+                raw[c][d]["cpu"].append(cpu)
+                for f in glob.glob(os.path.join(ctx.tmp, "ht*")):
+                    os.unlink(f)
+                ctx.clean_tmp()
+    out = {"pairs": pairs, "depths": {}, "raw": raw}
+    for d in depths:
+        row = {}
+        for k in ("wall", "cpu"):
+            for c in cfgs:
+                row[f"{c}_ns_{k}"] = median(raw[c][d][k])
+            row[f"shim_added_ns_{k}"] = row[f"cuda_shim_ns_{k}"] - row[f"cuda_bare_ns_{k}"]
+            if ctx.heaptrack:
+                row[f"heaptrack_added_ns_{k}"] = row[f"malloc_heaptrack_ns_{k}"] - row[f"malloc_bare_ns_{k}"]
+                row[f"ratio_{k}"] = row[f"shim_added_ns_{k}"] / row[f"heaptrack_added_ns_{k}"]
+        out["depths"][str(d)] = row
+    return out
 
 
 # ---------------------------------------------------------------- (b)
@@ -522,6 +575,11 @@ def machine_info(ctx):
 def verdicts(r):
     a30 = r["a"]["depths"]["30"]
     v = {}
+    p30 = r.get("p", {}).get("depths", {}).get("30", {})
+    if "ratio_wall" in p30:
+        v["p"] = (max(p30["ratio_wall"], p30["ratio_cpu"]) <= 0.25,
+                  f"{p30['ratio_wall']:.2f}x (CPU time: {p30['ratio_cpu']:.2f}x); "
+                  f"{p30['shim_added_ns_wall']:.0f} ns vs heaptrack's {p30['heaptrack_added_ns_wall']:.0f}")
     if "bare_root_added_ns_wall" in a30:
         within = [a30[f"bare_root_added_ns{s}"] / a30[f"default_added_ns{s}"] for s in ("_wall", "")]
         vs_ht = [a30.get(f"bare_root_ratio{s}", float("nan")) for s in ("_wall", "")]
@@ -582,6 +640,20 @@ def markdown(r):
                      f"{g('default_ratio', '{:.2f}x')} | {g('hooks_ratio', '{:.2f}x')} | "
                      f"{g('cupti_ratio', '{:.2f}x')} |")
     L.append("")
+    if "p" in r:
+        L.append("### (p) The plain program: bench/pair_plain, no harness in the loop "
+                 f"({r['p']['pairs']} pairs a run)")
+        L.append("")
+        L.append("| depth | cuda bare | shim added (wall / CPU) | malloc bare | heaptrack added (wall / CPU) | "
+                 "shim/heaptrack (wall / CPU) |")
+        L.append("|---|---|---|---|---|---|")
+        for d, x in r["p"]["depths"].items():
+            ht = (f"{x['heaptrack_added_ns_wall']:.0f} / {x['heaptrack_added_ns_cpu']:.0f}"
+                  if "heaptrack_added_ns_wall" in x else "n/a")
+            ratio = (f"{x['ratio_wall']:.2f}x / {x['ratio_cpu']:.2f}x" if "ratio_wall" in x else "n/a")
+            L.append(f"| {d} | {x['cuda_bare_ns_wall']:.0f} | {x['shim_added_ns_wall']:.0f} / "
+                     f"{x['shim_added_ns_cpu']:.0f} | {x['malloc_bare_ns_wall']:.0f} | {ht} | {ratio} |")
+        L.append("")
     L.append("### (i) The same pair in a bare root (no libunwind, no libdw: the bundled copies)")
     L.append("")
     if r["a"].get("bare_root") != "measured":
@@ -699,6 +771,8 @@ def main():
     r = {"machine": machine_info(ctx), "params": ctx.p}
     if "a" in only or "c" in only:
         r["a"], r["c"] = bench_pairs(ctx)
+    if "p" in only:
+        r["p"] = bench_plain(ctx)
     if "b" in only:
         r["b"] = bench_python(ctx)
     small = None
