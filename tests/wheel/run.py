@@ -99,7 +99,7 @@ def check_contents(wheel):
     for want in ("torchseal/__init__.py", "torchseal/_cli.py", "torchseal/bin/torchseal",
                  "torchseal/lib/libtorchseal.so", "torchseal/lib/bundled/libunwind-torchseal.so.8",
                  "torchseal/lib/bundled/libdw-torchseal.so.1",
-                 "torchseal/lib/bundled/libelf-torchseal.so.1"):
+                 "torchseal/lib/bundled/libelf-torchseal.so.1", "torchseal/include/torchseal.h"):
         CHECK.true("the wheel has " + want, want in names)
     sim = [n for n in names if "simcuda" in n or "libcudart" in n or "libcuda." in n]
     CHECK.eq("no simcuda in the wheel", sim, [])
