@@ -258,10 +258,13 @@ void Recorder::on_oom(ApiId api, Family family, uint64_t size, int device) {
   }
   // The snapshot is taken now, at the failure, whatever is decided later.
   if (keep) {
+    SiteTally tally;
     for (LiveTable *t : {&live_, &vmm_})
       t->for_each([&](const LiveRecord &r) {
-        o.live_at_oom.push_back(live_alloc_of(r, DetectedAt::Exit));
+        LiveAlloc a = live_alloc_of(r, DetectedAt::Exit);
+        tally.add(a.stack, a.pystack, a.api, a.family, a.size);
       });
+    o.sites_at_oom = tally.take();
   }
   bool dump = false;
   {
