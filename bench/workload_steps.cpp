@@ -371,8 +371,8 @@ std::string ledger_json(const Run &run) {
       ",\"sites\":" + std::to_string(o.sites) + ",\"steps\":" + std::to_string(o.steps) +
       ",\"events\":" + std::to_string(events) +
       ",\"events_after_last_step\":" + std::to_string(events - in_steps) +
-      ",\"peak_bytes\":" + std::to_string(run.peak_bytes) + ",\"hold\":" +
-      std::to_string(o.hold) + ",\"ooms\":" + std::to_string(o.ooms) + ",\"leaks\":{";
+      ",\"peak_bytes\":" + std::to_string(run.peak_bytes) + ",\"hold\":" + std::to_string(o.hold) +
+      ",\"ooms\":" + std::to_string(o.ooms) + ",\"leaks\":{";
   for (int j = 0; j < kNumLeaks; ++j) {
     uint64_t bytes = 0, allocs = 0;
     for (const Worker &w : run.workers) {
@@ -435,8 +435,8 @@ int steps_main(int argc, char **argv) {
   // allocation the run can make (one per planted site and step at most), so
   // nothing else in the run reaches the spike's total. It comes early, so a
   // capped history has to keep the peak through the segments it drops.
-  size_t planted_max = (kNumLeaks + kNumGrowth + 1) * o.steps * size_t(kPlantedMax) +
-                       o.hold * size_t(kHoldMax);
+  size_t planted_max =
+      (kNumLeaks + kNumGrowth + 1) * o.steps * size_t(kPlantedMax) + o.hold * size_t(kHoldMax);
   run.spike_bytes = size_t(o.threads) * kPoolMax * size_t(kChurnMax) + planted_max + (64 << 20);
   run.step_fn = reinterpret_cast<void (*)()>(dlsym(RTLD_DEFAULT, "torchseal_step"));
   run.mark_fn = reinterpret_cast<void (*)(const char *)>(dlsym(RTLD_DEFAULT, "torchseal_mark"));

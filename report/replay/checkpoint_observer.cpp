@@ -82,9 +82,9 @@ tseal::CheckpointRecord CheckpointObserver::delta(uint64_t seq, uint64_t time_ns
   // drops the oldest after the first kSnapshotFirst), without their
   // snapshots: the main file has them.
   const std::vector<OomRecord> &ooms = sum_.ooms;
-  size_t fresh = std::min<uint64_t>(
-      ooms_pushed() - base_.ooms_pushed,
-      ooms.size() - std::min<uint64_t>(base_.ooms_pushed, kSnapshotFirst));
+  size_t fresh =
+      std::min<uint64_t>(ooms_pushed() - base_.ooms_pushed,
+                         ooms.size() - std::min<uint64_t>(base_.ooms_pushed, kSnapshotFirst));
   for (size_t i = ooms.size() - fresh; i < ooms.size(); ++i) {
     OomRecord o = ooms[i];
     o.sites_at_oom.clear();

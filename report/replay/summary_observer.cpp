@@ -110,8 +110,7 @@ void SummaryObserver::step(const Event &e) {
   std::sort(sample.sites.begin(), sample.sites.end(), [](const SiteSample &a, const SiteSample &b) {
     return std::tie(a.stack, a.pystack, a.api) < std::tie(b.stack, b.pystack, b.api);
   });
-  if (push_step_sample(window ? sum_.windows : sum_.steps, std::move(sample)))
-    ++halvings_[window];
+  if (push_step_sample(window ? sum_.windows : sum_.steps, std::move(sample))) ++halvings_[window];
 }
 
 }  // namespace torchseal

@@ -50,5 +50,4 @@ class SummaryObserver : public ReplayObserver {
   uint64_t ooms_pushed_ = 0, halvings_[2] = {0, 0};
 };
 
-
 }  // namespace torchseal

@@ -20,8 +20,8 @@
 #include "report/format/event_codec.h"
 #include "report/format/tseal_format.h"
 #include "report/input/chunk_reader.h"
-#include "report/replay/replay.h"
 #include "report/replay/checkpoint_observer.h"
+#include "report/replay/replay.h"
 #include "shim/core/fast_clock.h"
 #include "shim/runtime/log.h"
 
@@ -179,6 +179,7 @@ bool fail(int err) {
 }
 
 void enforce_cap(uint64_t room);
+void drop_unused_bases();
 
 // Starts the next segment. Its checkpoint is the change since the base
 // checkpoint (a file of its own, shared by the segments after it), so a
@@ -219,6 +220,9 @@ bool open_segment() {
   uint64_t needed = s.main_bytes + snaps.size() + std::max(s.seg_target, s.largest) +
                     (base.empty() ? base_bytes() : base.size());
   s.cur_over_cap = needed > s.limit;
+  // Then the segments are as large as the cap allows: the fewer of them, the
+  // fewer checkpoints.
+  if (s.cur_over_cap) s.seg_target = std::max(s.seg_target, s.limit / 2);
   if (s.cur_over_cap && !s.warned_over_cap) {
     s.warned_over_cap = true;
     log::warn(
@@ -239,6 +243,7 @@ bool open_segment() {
     if (!ok) return fail(err);
     s.bases[seq] = base.size();
     s.base = seq;
+    drop_unused_bases();  // the previous base, if no segment on disk needs it
   }
   if (!snaps.empty()) write_main(snaps);
 
@@ -257,9 +262,9 @@ bool open_segment() {
 void drop_unused_bases() {
   State &s = S();
   for (auto it = s.bases.begin(); it != s.bases.end();) {
-    bool used = it->first == s.base || std::any_of(s.kept.begin(), s.kept.end(), [&](const Kept &k) {
-                  return k.base == it->first;
-                });
+    bool used =
+        it->first == s.base || std::any_of(s.kept.begin(), s.kept.end(),
+                                           [&](const Kept &k) { return k.base == it->first; });
     if (used) {
       ++it;
       continue;

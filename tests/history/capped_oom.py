@@ -20,6 +20,9 @@ killed (SIGKILL) at a fixed step. Checked, each way:
    uncapped give the same leaks and OOMs.
 4. A window (`--steps`) of the capped history reads fewer segments than are
    kept and gives the window's own event count.
+5. A live set whose one checkpoint cannot fit a 1 MiB cap: the shim says so
+   in one `torchseal:` line, the report's `history.over_cap` is true, and the
+   verdicts are still the ledger's.
 """
 import json
 import os
@@ -43,9 +46,9 @@ KILL_AFTER = 80  # step
 SIMCUDA_MEMORY = "256GiB"
 
 
-def workload_cmd(workload, ledger, pause=None):
-    cmd = [workload, "steps", str(EVENTS), "--seed", str(SEED), "--threads", str(THREADS),
-           "--sites", str(SITES), "--steps", str(STEPS), "--hold", str(HOLD), "--ooms", str(OOMS),
+def workload_cmd(workload, ledger, pause=None, events=EVENTS, hold=HOLD):
+    cmd = [workload, "steps", str(events), "--seed", str(SEED), "--threads", str(THREADS),
+           "--sites", str(SITES), "--steps", str(STEPS), "--hold", str(hold), "--ooms", str(OOMS),
            "--ledger", ledger]
     return cmd + (["--pause-after", str(pause)] if pause else [])
 
@@ -173,6 +176,27 @@ def main():
             h = rep.get("history", {})
             c.true("%s window: reads fewer segments than are kept" % label,
                    0 < h.get("segments_read", 0) < h.get("segments_on_disk", 0), detail=h)
+
+        # 80,000 allocations live under a 1 MiB cap: one checkpoint of them
+        # alone passes the cap.
+        prefix = os.path.join(tmp, "over")
+        env = dict(base, LD_PRELOAD=preload(shim), TORCHSEAL_OUTPUT=prefix,
+                   TORCHSEAL_HISTORY_LIMIT="1MiB")
+        r = run(workload_cmd(workload, prefix + ".ledger.json", events=300000, hold=80000), env,
+                timeout=300, watchdog=True)
+        if r.returncode != 0:
+            raise Failed("bench_workload steps failed (over the cap)\n%s" % r.describe())
+        lines = [l for l in r.stderr.splitlines() if "cannot hold one checkpoint" in l]
+        c.eq("over the cap: said once, in one line", len(lines), 1, detail=r.stderr[-2000:])
+        c.true("over the cap: a torchseal: line", all(l.startswith("torchseal:") for l in lines),
+               detail=lines)
+        with open(prefix + ".ledger.json") as f:
+            over_ledger = json.load(f)
+        rep = cli_json(cli, ["report", prefix + ".tseal", "--format", "json"], "over-cap report")
+        c.eq("over the cap: history.over_cap", (rep.get("history") or {}).get("over_cap"), True)
+        c.true("over the cap: history.checkpoint_bytes passes the cap",
+               (rep.get("history") or {}).get("checkpoint_bytes", 0) > 1 << 20, detail=rep.get("history"))
+        check_against_ledger(c, "over the cap", rep, over_ledger)
     return c.finish()
 
 
