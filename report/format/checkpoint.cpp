@@ -443,8 +443,9 @@ bool apply_to_base(CheckpointRecord &whole, CheckpointRecord &&d) {
     // push_step_sample keeps even indices: after h halvings, every 2^h-th.
     size_t stride = 1;
     for (uint64_t h = 0; h < d.halvings[k] && stride < v.size(); ++h) stride *= 2;
-    size_t n = 0;
-    for (size_t i = 0; i < v.size(); i += stride) v[n++] = std::move(v[i]);
+    // Index 0 stays: a vector moved onto itself would be emptied.
+    size_t n = v.empty() ? 0 : 1;
+    for (size_t i = stride; i < v.size(); i += stride) v[n++] = std::move(v[i]);
     v.resize(n);
     append(v, *lists[k][1]);
   }

@@ -7,8 +7,9 @@ namespace torchseal {
 bool push_step_sample(std::vector<StepSample> &v, StepSample &&s) {
   bool halved = v.size() >= kMaxStepSamples;
   if (halved) {
-    size_t j = 0;
-    for (size_t i = 0; i < v.size(); i += 2) v[j++] = std::move(v[i]);
+    // v[0] stays where it is: a vector moved onto itself would be emptied.
+    size_t j = 1;
+    for (size_t i = 2; i < v.size(); i += 2) v[j++] = std::move(v[i]);
     v.resize(j);
   }
   v.push_back(std::move(s));

@@ -184,8 +184,8 @@ void drop_unused_bases();
 // Starts the next segment. Its checkpoint is the change since the base
 // checkpoint (a file of its own, shared by the segments after it), so a
 // large live set is written once, not once a segment; a new base is taken
-// where the change has grown to half the base. The OOM snapshots it needs go
-// to the main file, once each.
+// where the change has grown to half the base or half a segment. The OOM
+// snapshots it needs go to the main file, once each.
 bool open_segment() {
   State &s = S();
   uint64_t seq = s.seq + 1;
@@ -199,7 +199,11 @@ bool open_segment() {
   };
   std::vector<uint8_t> delta = encode(tseal::kFlagSegment, s.obs->delta(seq, time_ns, step));
   std::vector<uint8_t> base;
-  if (!s.base || delta.size() > std::max<uint64_t>(base_bytes() / 2, 16u << 10)) {
+  // A new base when the change passes half the base, or half a segment (a
+  // segment's checkpoint must leave room for its events: segments would
+  // grow with it, and fewer of them fit the cap).
+  uint64_t most = std::max<uint64_t>(std::min(base_bytes(), s.seg_target) / 2, 16u << 10);
+  if (!s.base || delta.size() > most) {
     base = encode(tseal::kFlagBase, s.obs->whole(seq, time_ns, step));
     s.obs->rebase(seq);
     delta = encode(tseal::kFlagSegment, s.obs->delta(seq, time_ns, step));

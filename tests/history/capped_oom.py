@@ -53,9 +53,9 @@ def workload_cmd(workload, ledger, pause=None, events=EVENTS, hold=HOLD):
     return cmd + (["--pause-after", str(pause)] if pause else [])
 
 
-def run_killed(cmd, env):
-    """Runs cmd until it prints 'paused', then SIGKILLs it (its history has
-    had many flush intervals to reach the disk)."""
+def run_killed(cmd, env, prefix):
+    """Runs cmd until it prints 'paused', then SIGKILLs it once its history
+    has stopped growing (the writer has caught up with the paused program)."""
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          start_new_session=True, text=True)
     deadline = time.time() + 300
@@ -63,7 +63,14 @@ def run_killed(cmd, env):
         line = p.stdout.readline()
         if line.strip() != "paused":
             raise Failed("the workload did not pause: %r\n%s" % (line, p.stderr.read()[-2000:]))
-        time.sleep(1.0)
+        # Caught up: 2 s in which the files grew by less than a chunk of
+        # events (a paused process's passes still write their markers).
+        size, still = -1, 0
+        while still < 8 and time.time() < deadline:
+            time.sleep(0.25)
+            now = sum(os.path.getsize(f) for f in history_files(prefix) if os.path.exists(f))
+            still = still + 1 if 0 <= now - size < 512 else 0
+            size = now
     finally:
         os.killpg(p.pid, signal.SIGKILL)
         p.wait(timeout=max(1, deadline - time.time()))
@@ -123,7 +130,7 @@ def main():
             ledger = prefix + ".ledger.json"
             start = time.time()
             if killed:
-                run_killed(workload_cmd(workload, ledger, KILL_AFTER), env)
+                run_killed(workload_cmd(workload, ledger, KILL_AFTER), env, prefix)
             else:
                 r = run(workload_cmd(workload, ledger), env, timeout=300, watchdog=True)
                 if r.returncode != 0:
@@ -139,11 +146,20 @@ def main():
         c.eq("the same seed gives the same ledger (capped)", ledgers["capped"], ledger)
         for label in ("uncapped", "capped"):
             check_against_ledger(c, label, reports[label], ledger)
-            c.eq("%s: OOMs in the report" % label, len(reports[label].get("ooms", [])), OOMS)
+            # The exit verdict lists the OOMs the shim kept (at most 8 of a
+            # thread's unrecovered ones), each with the live set at it.
+            ooms = reports[label].get("ooms", [])
+            c.true("%s: OOMs in the report (%d)" % (label, len(ooms)), 0 < len(ooms) <= OOMS)
+            c.true("%s: each OOM's top site is the held set" % label,
+                   all(k[2] and k[2][0][1:] == (HOLD, "planted_hold")
+                       for k in ooms_key(reports[label])), detail=ooms_key(reports[label])[:1])
         c.eq("capped vs uncapped: growth entries", growth_key(reports["capped"]),
              growth_key(reports["uncapped"]))
-        c.eq("capped vs uncapped: OOMs (request, live bytes, top sites)",
-             ooms_key(reports["capped"]), ooms_key(reports["uncapped"]))
+        # Between two runs only what happens at a step boundary is the same
+        # (an OOM comes while other threads run): the OOMs' number and order.
+        c.eq("capped vs uncapped: OOMs (request)",
+             [k[0] for k in ooms_key(reports["capped"])],
+             [k[0] for k in ooms_key(reports["uncapped"])])
         check_disk(c, "capped", prefixes["capped"], reports["capped"])
 
         # Killed at the end of step KILL_AFTER: the ledger at that step.
@@ -158,8 +174,10 @@ def main():
              leaks(reports["uncapped killed"]))
         c.true("killed: the held set is in the leaks",
                leaks(reports["capped killed"]).get("planted_hold", (0, 0))[1] == HOLD)
-        c.eq("killed: capped vs uncapped OOMs", ooms_key(reports["capped killed"]),
-             ooms_key(reports["uncapped killed"]))
+        c.eq("killed: capped vs uncapped OOMs (request)",
+             [k[0] for k in ooms_key(reports["capped killed"])],
+             [k[0] for k in ooms_key(reports["uncapped killed"])])
+        c.true("killed: OOMs in the report", ooms_key(reports["capped killed"]))
         check_disk(c, "capped killed", prefixes["capped killed"], reports["capped killed"])
 
         # A window near the end reads only its segments, from its checkpoint

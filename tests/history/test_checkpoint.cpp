@@ -219,6 +219,7 @@ TEST_CASE("a checkpoint stored as the change since its base ends where every eve
   for (const Event &e : run) full.on_event(e);
   Result want = finish(full, full_obs);
   REQUIRE(full_obs.halvings(false) >= 2);
+  REQUIRE(!want.sum.steps.front().sites.empty());  // a halving keeps the first sample whole
   REQUIRE(full_obs.ooms_pushed() > kMaxOoms);
 
   size_t at_base = run.size() * 6 / 10, at_delta = run.size() * 95 / 100;
