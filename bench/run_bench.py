@@ -14,7 +14,9 @@ outside --out-dir.
 
 --longrun runs only (h), the long run under a history cap (10^9 events under
 1 GiB by default; --longrun-events N and --longrun-limit SIZE for a smaller
-check). It writes its own generated section of RESULTS.md and F-longrun.json
+check), then the same workload with a large live set and repeated OOMs
+(--hold, --ooms) under its own cap: bytes on disk against the cap, the base
+checkpoint against the live set. It writes its own generated section of RESULTS.md and F-longrun.json
 for --results-json F, so the two runs never overwrite each other's figures.
 """
 import argparse
@@ -42,9 +44,15 @@ MODES = {
                   big=2000000, live=1000000, startup_runs=30),
     "smoke": dict(rounds=1, min_time=0.001, py_pairs=200, py_rounds=1, mixed=2000,
                   big=5000, live=2000, startup_runs=2,
-                  longrun=dict(events=200000, steps=168, threads=2, sites=200, limit="1MiB")),
+                  longrun=dict(events=200000, steps=168, threads=2, sites=200, limit="1MiB"),
+                  longrun_live=dict(events=300000, steps=100, threads=2, sites=200, hold=20000,
+                                    ooms=6, limit="4MiB")),
     # (h): a "week" of 1680 steps, so one "hour" (1/168 of the run) is 10 steps.
-    "longrun": dict(longrun=dict(events=10**9, steps=1680, threads=4, sites=1000, limit="1GiB")),
+    "longrun": dict(longrun=dict(events=10**9, steps=1680, threads=4, sites=1000, limit="1GiB"),
+                    # (h) too: a large live set and OOMs the program survives,
+                    # under a cap that holds a few times its checkpoint.
+                    longrun_live=dict(events=10**8, steps=1680, threads=4, sites=1000,
+                                      hold=1000000, ooms=24, limit="256MiB")),
 }
 
 TARGETS = {
@@ -379,7 +387,7 @@ def timed_to(ctx, cmd, env, out):
 
 # ---------------------------------------------------------------- (h)
 def history_files(prefix):
-    """A (capped) history's files: main file and segments."""
+    """A (capped) history's files: main file, segments and base checkpoints."""
     return sorted(glob.glob(prefix + ".tseal") + glob.glob(prefix + ".tseal.[0-9]*"))
 
 
@@ -457,6 +465,53 @@ def bench_longrun(ctx):
     for f in files + glob.glob(prefix + ".*"):
         if os.path.exists(f):
             os.unlink(f)
+    if "longrun_live" in ctx.p:
+        res["live_set"] = bench_longrun_live(ctx)
+    return res
+
+
+def bench_longrun_live(ctx):
+    """(h) with a large live set (--hold) and repeated OOMs (--ooms): the bytes
+    on disk against the cap, and the base checkpoint against the live set."""
+    p = ctx.p["longrun_live"]
+    log(f"(h) live set: {p['events']} events, {p['hold']} held, {p['ooms']} OOMs, cap {p['limit']}")
+    prefix = os.path.join(ctx.out, "longrun-live")
+    for f in glob.glob(prefix + ".*"):
+        os.unlink(f)
+    ledger_path = prefix + ".ledger.json"
+    env = ctx.env(shim=True, output=prefix,
+                  extra={"SIMCUDA_MEMORY_BYTES": "256GiB", "TORCHSEAL_HISTORY_LIMIT": p["limit"]})
+    t0 = time.perf_counter()
+    run([ctx.workload, "steps", str(p["events"]), "--seed", "1", "--threads", str(p["threads"]),
+         "--sites", str(p["sites"]), "--steps", str(p["steps"]), "--hold", str(p["hold"]),
+         "--ooms", str(p["ooms"]), "--ledger", ledger_path], env)
+    wall = time.perf_counter() - t0
+    with open(ledger_path) as f:
+        ledger = json.load(f)
+    files = history_files(prefix)
+    bases = glob.glob(prefix + ".tseal.*.base")
+    out = os.path.join(ctx.tmp, "longrun-live.json")
+    w, rss = timed(ctx, [ctx.cli, "report", prefix + ".tseal", "--format", "json"], ctx.env(),
+                   stdout_path=out)
+    with open(out) as f:
+        rep = json.load(f)
+    hist = rep.get("history") or {}
+    disk = sum(os.path.getsize(f) for f in files)  # the bases among them
+    want = {fn: (v["bytes"], v["allocations"]) for fn, v in ledger["leaks"].items()}
+    res = {"params": p, "workload_wall_s": wall, "events": ledger["events"],
+           "disk_bytes": disk, "files": len(files), "base_files": len(bases),
+           "history": hist,
+           "within_cap": disk <= (hist.get("limit_bytes") or 0) + (hist.get("segment_bytes") or 0),
+           # The base checkpoint holds the live set once: bytes per allocation live.
+           "checkpoint_bytes_per_live": (hist.get("checkpoint_bytes") or 0) / max(1, p["hold"]),
+           "report_wall_s": w, "report_peak_rss_kib": rss,
+           "ooms_reported": len(rep.get("ooms", [])),
+           "leaks_match_ledger": leaks_by_function(rep["leaks"]) == want,
+           "peak_matches_ledger": rep["summary"]["peak_bytes"] == ledger["peak_bytes"],
+           "events_match_ledger": rep["summary"]["events"] == ledger["events"]}
+    for f in files + glob.glob(prefix + ".*"):
+        if os.path.exists(f):
+            os.unlink(f)
     return res
 
 
@@ -493,6 +548,28 @@ def markdown_longrun(r, machine):
              f"growth sites {yes(h['growth_matches_ledger'])}, peak {yes(h['peak_matches_ledger'])}, "
              f"event count {yes(h['events_match_ledger'])}. A window whose detail the cap "
              f"dropped reads no segment and reports no events (only what was live there is known).")
+    lv = h.get("live_set")
+    if lv:
+        q, lh = lv["params"], lv["history"]
+        L.append("")
+        L.append(f"A large live set with OOMs: `bench_workload steps {q['events']} --threads "
+                 f"{q['threads']} --sites {q['sites']} --steps {q['steps']} --hold {q['hold']} "
+                 f"--ooms {q['ooms']}` under `TORCHSEAL_HISTORY_LIMIT={q['limit']}`.")
+        L.append("")
+        L.append("| disk used | cap + one segment | files (bases) | segments written / kept | "
+                 "base checkpoint | per live allocation | over the cap |")
+        L.append("|---|---|---|---|---|---|---|")
+        cap = (lh.get("limit_bytes") or 0) + (lh.get("segment_bytes") or 0)
+        L.append(f"| {lv['disk_bytes'] / 2**20:.2f} MiB | {cap / 2**20:.2f} MiB "
+                 f"({yes(lv['within_cap'])} within) | {lv['files']} ({lv['base_files']}) | "
+                 f"{lh.get('segments', 'n/a')} / {lh.get('segments_on_disk', 'n/a')} | "
+                 f"{(lh.get('checkpoint_bytes') or 0) / 2**20:.2f} MiB | "
+                 f"{lv['checkpoint_bytes_per_live']:.1f} B | {lh.get('over_cap')} |")
+        L.append("")
+        L.append(f"Whole-run report: leak set {yes(lv['leaks_match_ledger'])}, peak "
+                 f"{yes(lv['peak_matches_ledger'])}, event count {yes(lv['events_match_ledger'])}, "
+                 f"{lv['ooms_reported']} of {q['ooms']} OOMs; read in {lv['report_wall_s']:.2f} s, "
+                 f"{lv['report_peak_rss_kib'] / 1024:.0f} MiB peak RSS.")
     return "\n".join(L)
 
 

@@ -3,7 +3,7 @@
 // --longrun, and tests/history/capped_exact.py).
 //
 //   bench_workload steps EVENTS --seed S [--threads T] [--sites K] [--steps N]
-//                  [--ledger FILE]
+//                  [--hold H] [--ooms O] [--ledger FILE] [--pause-after P]
 //
 // T threads share ~EVENTS allocation events over N steps. Each thread churns
 // a pool of allocations from K call paths (bench/workload_paths.h), random
@@ -19,10 +19,18 @@
 //                      all freed after the last step (growth, no leak);
 //   planted_plateau_0  grows during the first 40% of the steps, then holds,
 //                      freed after the last step (flagged neither way).
+//   planted_hold       --hold H: H small allocations made in step 1 and held
+//                      to the end, then freed (a large live set, no verdict);
+//   planted_oom        --ooms O: O requests no device can satisfy, spread over
+//                      the steps after the warm-up (OOMs the program survives;
+//                      each is an event).
 // One early step boundary (a quarter in) is followed by a spike larger than
 // everything else ever live, so the run's peak is the live set at that
 // boundary plus the spike: exact too. Three torchseal_mark() calls, with a
 // pause around each, give time windows with clean edges.
+//
+// --pause-after P: at the end of step P the ledger so far is written, "paused"
+// printed, and the process waits to be killed (a crash test's fixed point).
 //
 // --ledger FILE writes what the run did, as JSON: events (in all and per
 // step), the leaks per planted function (bytes, allocations), the sites a
@@ -59,6 +67,8 @@ PLANTED_SITE(planted_growth_1)
 PLANTED_SITE(planted_growth_2)
 PLANTED_SITE(planted_plateau_0)
 PLANTED_SITE(planted_spike)
+PLANTED_SITE(planted_hold)
+PLANTED_SITE(planted_oom)
 #undef PLANTED_SITE
 
 namespace {
@@ -93,6 +103,9 @@ constexpr double kChurnMin = 512, kChurnMax = 256 * 1024;
 constexpr size_t kPoolLow = 16, kPoolMax = 128;
 // The most one planted allocation takes.
 constexpr double kPlantedMax = 64 * 1024;
+// --hold sizes, and an OOM's request (more than any device has).
+constexpr double kHoldMin = 256, kHoldMax = 4096;
+constexpr size_t kOomRequest = size_t{1} << 52;
 
 struct Options {
   uint64_t events = 0;
@@ -100,6 +113,7 @@ struct Options {
   int threads = 4;
   int sites = 500;
   uint64_t steps = 100;
+  uint64_t hold = 0, ooms = 0, pause_after = 0;
   const char *ledger = nullptr;
 };
 
@@ -110,7 +124,7 @@ struct Live {
 
 struct Worker {
   bench::Rng rng{1};
-  std::vector<Live> pool, planted_live;  // planted_live: growth and plateau
+  std::vector<Live> pool, planted_live;  // planted_live: growth, plateau, hold
   uint64_t live_bytes = 0;
   uint64_t events = 0;
   bool failed = false;
@@ -177,6 +191,26 @@ void step_work(Run &run, int t, uint64_t step) {
   }
   if ((kNumLeaks + kNumGrowth) % run.opt.threads == t && step <= run.plateau_end)
     alloc(w, kPlateau.fn, bench::draw_size(w.rng, 4096, kPlantedMax), w.planted_live);
+  if (step == 1) {
+    // Each thread its share of the held set.
+    uint64_t n = run.opt.hold / run.opt.threads + (uint64_t(t) < run.opt.hold % run.opt.threads);
+    for (uint64_t i = 0; i < n; ++i)
+      alloc(w, planted_hold, bench::draw_size(w.rng, kHoldMin, kHoldMax), w.planted_live);
+  }
+  // OOMs on thread 0, one in each of O evenly spaced steps after the warm-up.
+  if (t == 0 && run.opt.ooms && step > run.warmup) {
+    uint64_t span = run.opt.steps - run.warmup, k = step - run.warmup - 1;
+    if (k * run.opt.ooms / span != (k + 1) * run.opt.ooms / span) {
+      AllocReq r{kOomRequest, nullptr};
+      planted_oom(&r);
+      ++w.events;
+      if (r.ptr) {
+        cudaFree(r.ptr);  // a device that big: the run is not what the ledger says
+        w.failed = true;
+      }
+      (void)cudaGetLastError();
+    }
+  }
 
   // The churn: balanced around a pool of kPoolLow..kPoolMax allocations.
   for (uint64_t i = 0; i < run.per_thread_step_events && !w.failed; ++i) {
@@ -215,6 +249,9 @@ void pause_ms(long ms) {
   while (nanosleep(&ts, &ts) != 0) {}
 }
 
+std::string ledger_json(const Run &run);
+bool write_ledger(const Run &run);
+
 // Runs on one thread while all the others wait at the step's barrier.
 void step_boundary(Run &run, uint64_t step) {
   uint64_t events = 0, live = 0;
@@ -242,6 +279,12 @@ void step_boundary(Run &run, uint64_t step) {
   events = 0;
   for (const Worker &w : run.workers) events += w.events;
   run.events_before = events;
+  if (step == run.opt.pause_after) {
+    if (!write_ledger(run)) std::exit(1);
+    std::printf("paused\n");
+    std::fflush(stdout);
+    for (;;) pause_ms(1000);
+  }
 }
 
 void finish(Worker &w) {
@@ -301,12 +344,19 @@ bool parse(int argc, char **argv, Options &o) {
       o.sites = static_cast<int>(n);
     } else if (!std::strcmp(k, "--steps")) {
       o.steps = n;
+    } else if (!std::strcmp(k, "--hold")) {
+      o.hold = n;
+    } else if (!std::strcmp(k, "--ooms")) {
+      o.ooms = n;
+    } else if (!std::strcmp(k, "--pause-after")) {
+      o.pause_after = n;
     } else {
       return false;
     }
   }
   return have_seed && o.threads >= 1 && o.threads <= 64 && o.sites >= 1 &&
-         o.sites <= bench::kPaths * bench::kDepths && o.steps >= 20 && o.steps <= 4096;
+         o.sites <= bench::kPaths * bench::kDepths && o.steps >= 20 && o.steps <= 4096 &&
+         o.hold <= 10000000 && o.ooms <= o.steps - o.steps / 10;
 }
 
 std::string json_str(const char *s) { return std::string("\"") + s + "\""; }
@@ -322,7 +372,8 @@ std::string ledger_json(const Run &run) {
       ",\"sites\":" + std::to_string(o.sites) + ",\"steps\":" + std::to_string(o.steps) +
       ",\"events\":" + std::to_string(events) +
       ",\"events_after_last_step\":" + std::to_string(events - in_steps) +
-      ",\"peak_bytes\":" + std::to_string(run.peak_bytes) + ",\"leaks\":{";
+      ",\"peak_bytes\":" + std::to_string(run.peak_bytes) + ",\"hold\":" + std::to_string(o.hold) +
+      ",\"ooms\":" + std::to_string(o.ooms) + ",\"leaks\":{";
   for (int j = 0; j < kNumLeaks; ++j) {
     uint64_t bytes = 0, allocs = 0;
     for (const Worker &w : run.workers) {
@@ -349,6 +400,17 @@ std::string ledger_json(const Run &run) {
   return s + "]}\n";
 }
 
+bool write_ledger(const Run &run) {
+  if (!run.opt.ledger) return true;
+  std::string ledger = ledger_json(run);
+  FILE *f = std::fopen(run.opt.ledger, "w");
+  if (!f || std::fputs(ledger.c_str(), f) < 0 || std::fclose(f) != 0) {
+    std::fprintf(stderr, "bench_workload: cannot write the ledger %s\n", run.opt.ledger);
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 int steps_main(int argc, char **argv) {
@@ -356,7 +418,8 @@ int steps_main(int argc, char **argv) {
   if (!parse(argc, argv, run.opt)) {
     std::fprintf(stderr,
                  "usage: bench_workload steps EVENTS --seed S [--threads 1..64] "
-                 "[--sites 1..%d] [--steps 20..4096] [--ledger FILE]\n",
+                 "[--sites 1..%d] [--steps 20..4096] [--hold H] [--ooms O (at most 90%% of "
+                 "the steps)] [--ledger FILE] [--pause-after STEP]\n",
                  bench::kPaths * bench::kDepths);
     return 2;
   }
@@ -373,7 +436,8 @@ int steps_main(int argc, char **argv) {
   // allocation the run can make (one per planted site and step at most), so
   // nothing else in the run reaches the spike's total. It comes early, so a
   // capped history has to keep the peak through the segments it drops.
-  size_t planted_max = (kNumLeaks + kNumGrowth + 1) * o.steps * size_t(kPlantedMax);
+  size_t planted_max =
+      (kNumLeaks + kNumGrowth + 1) * o.steps * size_t(kPlantedMax) + o.hold * size_t(kHoldMax);
   run.spike_bytes = size_t(o.threads) * kPoolMax * size_t(kChurnMax) + planted_max + (64 << 20);
   run.step_fn = reinterpret_cast<decltype(&torchseal_step)>(dlsym(RTLD_DEFAULT, "torchseal_step"));
   run.mark_fn = reinterpret_cast<decltype(&torchseal_mark)>(dlsym(RTLD_DEFAULT, "torchseal_mark"));
@@ -399,14 +463,7 @@ int steps_main(int argc, char **argv) {
     std::fprintf(stderr, "bench_workload: a cudaMalloc failed\n");
     return 1;
   }
-  std::string ledger = ledger_json(run);
-  if (o.ledger) {
-    FILE *f = std::fopen(o.ledger, "w");
-    if (!f || std::fputs(ledger.c_str(), f) < 0 || std::fclose(f) != 0) {
-      std::fprintf(stderr, "bench_workload: cannot write the ledger %s\n", o.ledger);
-      return 1;
-    }
-  }
+  if (!write_ledger(run)) return 1;
   uint64_t events = 0;
   for (const Worker &w : run.workers) events += w.events;
   std::printf(

@@ -43,14 +43,15 @@ void sort_by_bytes_desc(std::vector<T> &v) {
   std::stable_sort(v.begin(), v.end(), [](const T &a, const T &b) { return a.bytes > b.bytes; });
 }
 
-std::vector<SiteTotal> top_sites(const std::vector<LiveAlloc> &live, SiteIds &sites, size_t limit) {
+std::vector<SiteTotal> top_sites(const std::vector<SiteSample> &live, SiteIds &sites,
+                                 size_t limit) {
   std::vector<SiteTotal> out;
   std::unordered_map<uint32_t, size_t> index;
-  for (const LiveAlloc &a : live) {
+  for (const SiteSample &a : live) {
     auto [it, fresh] = index.emplace(sites.get(a.stack, a.pystack), out.size());
     if (fresh) out.push_back({0, 0, sites.native_frames(a.stack), sites.python_frames(a.pystack)});
-    out[it->second].bytes += a.size;
-    out[it->second].allocations += 1;
+    out[it->second].bytes += a.bytes;
+    out[it->second].allocations += a.allocations;
   }
   sort_by_bytes_desc(out);
   if (out.size() > limit) out.resize(limit);
@@ -237,7 +238,7 @@ Report analyze(const AnalysisInput &in, Symbolizer &symbolizer, const AnalysisOp
     e.live_bytes = o.live_bytes;
     e.frames = sites.native_frames(o.stack);
     e.python_frames = sites.python_frames(o.pystack);
-    e.top_sites = top_sites(o.live_at_oom, sites, opts.oom_top_sites);
+    e.top_sites = top_sites(o.sites_at_oom, sites, opts.oom_top_sites);
     // From the failed request's own stack only: a rule matched on whatever
     // happened to fill the device (a dataset built once) would blame it.
     e.holders = o.holders;

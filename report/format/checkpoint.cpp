@@ -8,7 +8,18 @@ namespace torchseal::tseal {
 
 namespace {
 
-enum class Part : uint8_t { Live = 1, Maps = 2, Totals = 3, Ooms = 4, Steps = 5, Windows = 6 };
+// Ooms (4): version 1, an OOM with its live set in full; OomNoLiveSet (8):
+// version 2, the live set by site in the main file (OomSnapshotRecord).
+enum class Part : uint8_t {
+  Live = 1,
+  Maps = 2,
+  Totals = 3,
+  Ooms = 4,
+  Steps = 5,
+  Windows = 6,
+  Freed = 7,
+  OomNoLiveSet = 8,
+};
 
 // Items per part chunk: far below the 64 MiB chunk bound at their largest.
 constexpr size_t kBatch = 100000;
@@ -194,6 +205,9 @@ void SegmentRecord::encode(ByteWriter &w) const {
   w.u8(pins);
   w.varint(limit_bytes);
   w.varint(segment_bytes);
+  w.varint(base);
+  w.varint(base_bytes);
+  w.u8(over_cap);
 }
 
 bool SegmentRecord::decode(ByteReader &r) {
@@ -207,6 +221,11 @@ bool SegmentRecord::decode(ByteReader &r) {
   pins = r.u8();
   limit_bytes = r.varint();
   segment_bytes = r.varint();
+  if (r.remaining()) {  // version 2
+    base = r.varint();
+    base_bytes = r.varint();
+    over_cap = r.u8();
+  }
   return r.ok() && seq > 0;
 }
 
@@ -217,7 +236,20 @@ void append_checkpoint(std::vector<uint8_t> &out, const CheckpointRecord &c) {
     w.varint(c.seq);
     w.varint(c.time_ns);
     w.varint(c.step);
+    w.varint(c.base);
+    w.varint(c.halvings[0]);
+    w.varint(c.halvings[1]);
     append_chunk(out, Chunk::CheckpointBegin, payload);
+  }
+  for (size_t from = 0; from < c.freed.size(); from += kBatch) {
+    size_t to = std::min(c.freed.size(), from + kBatch);
+    part(out, Part::Freed, [&](ByteWriter &w) {
+      w.varint(to - from);
+      for (size_t i = from; i < to; ++i) {
+        w.u8(c.freed[i].vmm);
+        w.varint(c.freed[i].addr);
+      }
+    });
   }
   for (size_t from = 0; from < c.live.size(); from += kBatch) {
     size_t to = std::min(c.live.size(), from + kBatch);
@@ -254,7 +286,7 @@ void append_checkpoint(std::vector<uint8_t> &out, const CheckpointRecord &c) {
     put_allocs(w, s.teardown);
   });
   for (const OomRecord &o : s.ooms)
-    part(out, Part::Ooms, [&](ByteWriter &w) {
+    part(out, Part::OomNoLiveSet, [&](ByteWriter &w) {
       w.varint(static_cast<uint16_t>(o.api));
       w.varint(o.requested);
       w.svarint(o.device);
@@ -263,7 +295,6 @@ void append_checkpoint(std::vector<uint8_t> &out, const CheckpointRecord &c) {
       w.varint(o.pystack);
       w.varint(o.time_ns);
       w.varint(o.tid);
-      put_allocs(w, o.live_at_oom);
     });
   put_samples_parts(out, Part::Steps, s.steps);
   put_samples_parts(out, Part::Windows, s.windows);
@@ -274,6 +305,11 @@ bool CheckpointReader::begin(ByteReader &r) {
   rec_.seq = r.varint();
   rec_.time_ns = r.varint();
   rec_.step = r.varint();
+  if (r.remaining()) {  // version 2
+    rec_.base = r.varint();
+    rec_.halvings[0] = r.varint();
+    rec_.halvings[1] = r.varint();
+  }
   active_ = r.ok();
   return active_;
 }
@@ -281,7 +317,8 @@ bool CheckpointReader::begin(ByteReader &r) {
 bool CheckpointReader::part(ByteReader &r) {
   if (!active_) return false;
   RunSummary &s = rec_.summary;
-  switch (static_cast<Part>(r.u8())) {
+  auto kind = static_cast<Part>(r.u8());
+  switch (kind) {
     case Part::Live: {
       uint64_t n = r.varint();
       if (n > kMaxItems || n > r.remaining()) return false;
@@ -329,7 +366,19 @@ bool CheckpointReader::part(ByteReader &r) {
       if (!get_allocs(r, s.teardown)) return false;
       break;
     }
-    case Part::Ooms: {
+    case Part::Freed: {
+      uint64_t n = r.varint();
+      if (n > kMaxItems || n > r.remaining()) return false;
+      for (uint64_t i = 0; i < n && r.ok(); ++i) {
+        uint8_t vmm = r.u8();
+        if (vmm > 1) return false;
+        rec_.freed.push_back({vmm == 1, r.varint()});
+      }
+      break;
+    }
+    case Part::Ooms:
+    case Part::OomNoLiveSet: {
+      bool old = kind == Part::Ooms;
       OomRecord &o = s.ooms.emplace_back();
       o.api = static_cast<ApiId>(r.varint());
       o.requested = r.varint();
@@ -339,7 +388,13 @@ bool CheckpointReader::part(ByteReader &r) {
       o.pystack = static_cast<PyStackId>(r.varint());
       o.time_ns = r.varint();
       o.tid = static_cast<uint32_t>(r.varint());
-      if (!get_allocs(r, o.live_at_oom)) return false;
+      if (old) {
+        std::vector<LiveAlloc> live;
+        if (!get_allocs(r, live)) return false;
+        SiteTally tally;
+        for (const LiveAlloc &a : live) tally.add(a.stack, a.pystack, a.api, a.family, a.size);
+        o.sites_at_oom = tally.take();
+      }
       break;
     }
     case Part::Steps:
@@ -350,6 +405,103 @@ bool CheckpointReader::part(ByteReader &r) {
       return false;
   }
   return r.ok();
+}
+
+bool apply_to_base(CheckpointRecord &whole, CheckpointRecord &&d) {
+  // The base's allocations, less those freed since, in their order, then
+  // those made since.
+  std::unordered_map<uint64_t, size_t> at[2];
+  for (size_t i = 0; i < whole.live.size(); ++i)
+    at[whole.live[i].family == Family::Vmm][whole.live[i].addr] = i;
+  std::vector<bool> gone(whole.live.size());
+  for (const FreedKey &k : d.freed) {
+    auto it = at[k.vmm].find(k.addr);
+    if (it == at[k.vmm].end() || gone[it->second]) return false;
+    gone[it->second] = true;
+  }
+  size_t j = 0;
+  for (size_t i = 0; i < whole.live.size(); ++i)
+    if (!gone[i]) whole.live[j++] = whole.live[i];
+  whole.live.resize(j);
+  whole.live.insert(whole.live.end(), d.live.begin(), d.live.end());
+  whole.maps = std::move(d.maps);
+
+  RunSummary &s = whole.summary;
+  RunSummary &a = d.summary;
+  s.events = a.events;
+  s.peak = a.peak;
+  auto append = [](auto &to, auto &from) {
+    to.insert(to.end(), std::make_move_iterator(from.begin()), std::make_move_iterator(from.end()));
+  };
+  append(s.invalid_frees, a.invalid_frees);
+  append(s.marks, a.marks);
+  append(s.teardown, a.teardown);
+  for (OomRecord &o : a.ooms) push_oom(s.ooms, std::move(o));
+  std::vector<StepSample> *lists[2][2] = {{&s.steps, &a.steps}, {&s.windows, &a.windows}};
+  for (int k = 0; k < 2; ++k) {
+    std::vector<StepSample> &v = *lists[k][0];
+    // push_step_sample keeps even indices: after h halvings, every 2^h-th.
+    size_t stride = 1;
+    for (uint64_t h = 0; h < d.halvings[k] && stride < v.size(); ++h) stride *= 2;
+    // Index 0 stays: a vector moved onto itself would be emptied.
+    size_t n = v.empty() ? 0 : 1;
+    for (size_t i = stride; i < v.size(); i += stride) v[n++] = std::move(v[i]);
+    v.resize(n);
+    append(v, *lists[k][1]);
+  }
+  whole.seq = d.seq;
+  whole.time_ns = d.time_ns;
+  whole.step = d.step;
+  whole.base = 0;
+  whole.halvings[0] = whole.halvings[1] = 0;
+  return true;
+}
+
+void OomSnapshotRecord::encode(ByteWriter &w) const {
+  w.varint(time_ns);
+  w.varint(tid);
+  w.varint(sites.size());
+  for (const SiteSample &x : sites) {
+    w.varint(x.stack);
+    w.varint(x.pystack);
+    w.varint(static_cast<uint16_t>(x.api));
+    w.u8(static_cast<uint8_t>(x.family));
+    w.varint(x.bytes);
+    w.varint(x.allocations);
+  }
+}
+
+bool OomSnapshotRecord::decode(ByteReader &r) {
+  time_ns = r.varint();
+  tid = static_cast<uint32_t>(r.varint());
+  uint64_t n = r.varint();
+  if (n > kMaxItems || n > r.remaining()) return false;
+  sites.resize(n);
+  for (SiteSample &x : sites) {
+    x.stack = static_cast<StackId>(r.varint());
+    x.pystack = static_cast<PyStackId>(r.varint());
+    x.api = static_cast<ApiId>(r.varint());
+    uint8_t fam = r.u8();
+    if (fam > static_cast<uint8_t>(kLastFamily)) return false;
+    x.family = static_cast<Family>(fam);
+    x.bytes = r.varint();
+    x.allocations = r.varint();
+  }
+  return r.ok();
+}
+
+void attach_oom_snapshots(RunSummary &s,
+                          const std::unordered_multimap<uint64_t, OomSnapshotRecord> &snapshots) {
+  for (size_t i = 0; i < s.ooms.size(); ++i) {
+    OomRecord &o = s.ooms[i];
+    if (!o.sites_at_oom.empty() || !keeps_snapshot(i, s.ooms.size())) continue;
+    auto [lo, hi] = snapshots.equal_range(oom_key(o.time_ns, o.tid));
+    for (auto it = lo; it != hi; ++it)
+      if (it->second.time_ns == o.time_ns && it->second.tid == o.tid) {
+        o.sites_at_oom = it->second.sites;
+        break;
+      }
+  }
 }
 
 CheckpointRecord CheckpointReader::take() {

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <unordered_map>
 #include <vector>
 
 #include "report/format/tseal_format.h"
@@ -35,22 +36,65 @@ struct SegmentRecord {
   uint8_t pins = 0;    // kPin* bits
   // The writer's settings when it closed the segment.
   uint64_t limit_bytes = 0, segment_bytes = 0;
+  // Version 2: the base checkpoint its checkpoint applies to (0: none, its
+  // checkpoint is whole) and that file's size; whether the files the segment
+  // needs (main file, base, the segment) passed the cap on their own.
+  uint64_t base = 0, base_bytes = 0;
+  uint8_t over_cap = 0;
 
   void encode(ByteWriter &w) const;
   bool decode(ByteReader &r);
+};
+
+// An allocation a checkpoint's base had live and the checkpoint does not.
+struct FreedKey {
+  bool vmm = false;  // the VMM handle table, else the pointer table (Replay)
+  uint64_t addr = 0;
 };
 
 struct CheckpointRecord {
   uint64_t seq = 0;
   uint64_t time_ns = 0;  // when the segment began
   uint64_t step = 0;     // the last step number before it
+  // 0: the record is whole. Else it is what changed since the base checkpoint
+  // of that number (its own file, P.tseal.<base>.base), which it is applied to
+  // (apply_to_base): `live` the allocations made since and still live, `freed`
+  // the base's that are not, the summary's lists what was appended since
+  // (steps and windows: the samples that survive after the base's, thinned
+  // `halvings` times since), its totals whole. The maps are always whole.
+  uint64_t base = 0;
+  uint64_t halvings[2] = {0, 0};  // steps, windows
   std::vector<Event> live;
+  std::vector<FreedKey> freed;
   std::vector<VmmMap> maps;
   RunSummary summary;
 };
 
-// Appends the checkpoint's chunks.
+// Appends the checkpoint's chunks. An OOM's live-set snapshot is not in them:
+// it is written once, in the main file (OomSnapshotRecord), and a reader puts
+// it back (attach_oom_snapshots).
 void append_checkpoint(std::vector<uint8_t> &out, const CheckpointRecord &c);
+
+// `delta` (base != 0) applied to the whole checkpoint it names; false when it
+// does not fit (an allocation freed that the base does not have).
+bool apply_to_base(CheckpointRecord &whole, CheckpointRecord &&delta);
+
+// Main file, once per OOM whose snapshot a checkpoint needs: the live set
+// at the OOM by site, found by the OOM's time and thread.
+struct OomSnapshotRecord {
+  uint64_t time_ns = 0;
+  uint32_t tid = 0;
+  std::vector<SiteSample> sites;
+
+  void encode(ByteWriter &w) const;
+  bool decode(ByteReader &r);
+};
+
+// Gives the OOMs of a whole checkpoint that keep a snapshot (keeps_snapshot)
+// and lack it their snapshot from `snapshots` (keyed by oom_key).
+inline uint64_t oom_key(uint64_t time_ns, uint32_t tid) { return time_ns * 31 ^ tid; }
+void attach_oom_snapshots(RunSummary &s,
+                          const std::unordered_multimap<uint64_t, OomSnapshotRecord> &snapshots);
 
 // Collects a checkpoint from its chunks, in file order.
 class CheckpointReader {

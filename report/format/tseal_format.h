@@ -26,7 +26,10 @@
 namespace torchseal::tseal {
 
 inline constexpr char kMagic[8] = {'\x89', 'T', 'S', 'E', 'A', 'L', '\r', '\n'};
-inline constexpr uint32_t kVersion = 1;
+// 2: a capped history's checkpoints may be deltas from a base checkpoint,
+// which version 1 readers would take as whole. Version 1 files still read.
+inline constexpr uint32_t kVersion = 2;
+inline constexpr uint32_t kOldestVersion = 1;
 inline constexpr size_t kFileHeaderSize = 16;  // magic, u32 version, u32 flags
 inline constexpr size_t kChunkHeaderSize = 12;
 inline constexpr uint32_t kMaxChunkPayload = 64u << 20;  // a reader refuses larger chunks
@@ -46,6 +49,7 @@ enum class Chunk : uint8_t {
   Segment = 11,          // main file: index entry of one closed segment
   CheckpointBegin = 12,  // segment file: the replay state it starts from ...
   CheckpointPart = 13,   // ... in parts
+  OomSnapshot = 14,      // main file: one OOM's live set by site, for checkpoints
 };
 
 // File header flags. A capped history is a main file (process, stacks,
@@ -53,10 +57,11 @@ enum class Chunk : uint8_t {
 // P.tseal.000001, ... (a checkpoint, then passes of events).
 inline constexpr uint32_t kFlagSegmented = 1;  // the main file of a segmented history
 inline constexpr uint32_t kFlagSegment = 2;    // one segment file
+inline constexpr uint32_t kFlagBase = 4;       // a base checkpoint file (P.tseal.000042.base)
 
 // The highest chunk type this version writes; a reader skips chunks of a
 // higher type whose checksum matches (docs/tseal-format.md, append-only rules).
-inline constexpr uint8_t kLastChunk = static_cast<uint8_t>(Chunk::CheckpointPart);
+inline constexpr uint8_t kLastChunk = static_cast<uint8_t>(Chunk::OomSnapshot);
 
 // ---- little-endian fixed-width and LEB128 varints ----
 

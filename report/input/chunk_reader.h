@@ -8,6 +8,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "report/format/checkpoint.h"
@@ -42,6 +43,11 @@ class ChunkReader {
   // Checkpoints: delivered (whole or not) or skipped, set per file.
   enum class Checkpoints { Skip, Whole, Window };
   void set_checkpoints(Checkpoints c) { checkpoints_ = c; }
+  // Loads base checkpoint `seq` whole (a delta checkpoint is applied to it).
+  using BaseLoader = std::function<bool(uint64_t seq, tseal::CheckpointRecord &out)>;
+  void set_base_loader(BaseLoader f) { base_loader_ = std::move(f); }
+  // Why the last checkpoint could not be delivered (empty: it was).
+  const std::string &checkpoint_error() const { return checkpoint_error_; }
   const ProcessInfo &process() const { return process_; }
   double clock_base() const { return clock_base_; }
 
@@ -63,6 +69,10 @@ class ChunkReader {
   std::vector<tseal::SegmentRecord> segments_;
   Checkpoints checkpoints_ = Checkpoints::Skip;
   tseal::CheckpointReader checkpoint_;
+  BaseLoader base_loader_;
+  std::string checkpoint_error_;
+  // The main file's OOM snapshots, by tseal::oom_key.
+  std::unordered_multimap<uint64_t, tseal::OomSnapshotRecord> snapshots_;
 };
 
 // Reads one file's chunks (after its header) into `reader`. Returns false
@@ -90,5 +100,7 @@ std::string no_clean_end(const std::string &path, uint64_t events);
 
 // The file of segment `seq` of the history at `path`.
 std::string segment_path(const std::string &path, uint64_t seq);
+// The file of base checkpoint `seq` (taken where segment `seq` begins).
+std::string base_path(const std::string &path, uint64_t seq);
 
 }  // namespace torchseal

@@ -102,6 +102,13 @@ bool ChunkReader::chunk(Chunk type, const uint8_t *p, size_t n) {
       segments_.push_back(rec);
       return true;
     }
+    case Chunk::OomSnapshot: {
+      tseal::OomSnapshotRecord rec;
+      if (!rec.decode(r)) return false;
+      uint64_t key = tseal::oom_key(rec.time_ns, rec.tid);
+      snapshots_.emplace(key, std::move(rec));
+      return true;
+    }
     case Chunk::CheckpointBegin:
     case Chunk::CheckpointPart:
       if (type == Chunk::CheckpointBegin ? checkpoint_.begin(r) : checkpoint_.part(r)) return true;
@@ -128,10 +135,24 @@ bool ChunkReader::events(uint32_t tid, uint64_t base_time, uint64_t count, const
 }
 
 bool ChunkReader::deliver_checkpoint() {
+  checkpoint_error_.clear();
   tseal::CheckpointRecord c = checkpoint_.take();
   if (checkpoints_ == Checkpoints::Skip) return true;
   bool whole = checkpoints_ == Checkpoints::Whole;
   checkpoints_ = Checkpoints::Skip;  // the file's later segments continue from here
+  if (c.base) {
+    tseal::CheckpointRecord base;
+    if (!base_loader_ || !base_loader_(c.base, base)) {
+      checkpoint_error_ = "its base checkpoint " + std::to_string(c.base) + " cannot be read";
+      return false;
+    }
+    if (!tseal::apply_to_base(base, std::move(c))) {
+      checkpoint_error_ = "it does not fit its base checkpoint " + std::to_string(base.seq);
+      return false;
+    }
+    c = std::move(base);
+  }
+  tseal::attach_oom_snapshots(c.summary, snapshots_);
   sink_.on_checkpoint(std::move(c), whole);
   return true;
 }
@@ -244,7 +265,7 @@ FILE *open_history_file(const std::string &path, uint32_t &flags, std::string &e
   ByteReader hr(header + 8, 8);
   uint32_t version = hr.u32();
   flags = hr.u32();
-  if (version != tseal::kVersion) {
+  if (version < tseal::kOldestVersion || version > tseal::kVersion) {
     fclose(f);
     error = path + " is a torchseal history file of version " + std::to_string(version) +
             ", which this torchseal (version " + std::to_string(tseal::kVersion) + ") cannot read";
@@ -297,9 +318,9 @@ bool read_history(const std::string &path, HistorySink &sink, std::string &error
   uint32_t flags = 0;
   std::unique_ptr<FILE, int (*)(FILE *)> f(open_history_file(path, flags, error), fclose);
   if (!f) return false;
-  if (flags & tseal::kFlagSegment) {
+  if (flags & (tseal::kFlagSegment | tseal::kFlagBase)) {
     error = path +
-            " is one segment of a capped history: read its main file (the name without "
+            " is one part of a capped history: read its main file (the name without "
             "the ." +
             std::string("NNNNNN suffix)");
     return false;

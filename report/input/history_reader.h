@@ -64,6 +64,8 @@ struct HistoryReadStats {
   // target segment size and cap.
   uint64_t segments = 0, segments_on_disk = 0, segments_read = 0;
   uint64_t segment_bytes = 0, limit_bytes = 0;
+  uint64_t checkpoint_bytes = 0;  // the last indexed segment's base checkpoint
+  bool over_cap = false;          // a segment's checkpoint alone passed the cap
 };
 
 // Returns false with a one-line `error` when the file is unusable (not ours,

@@ -23,7 +23,39 @@ std::string segment_path(const std::string &path, uint64_t seq) {
   return path + suffix;
 }
 
+std::string base_path(const std::string &path, uint64_t seq) {
+  return segment_path(path, seq) + ".base";
+}
+
 namespace {
+
+// A base checkpoint file, whole (a delta checkpoint is applied to it).
+class BaseCapture : public HistorySink {
+ public:
+  void on_checkpoint(tseal::CheckpointRecord &&c, bool) override {
+    rec = std::move(c);
+    got = true;
+  }
+  tseal::CheckpointRecord rec;
+  bool got = false;
+};
+
+bool load_base(const std::string &path, uint64_t seq, tseal::CheckpointRecord &out,
+               uint64_t &bytes_read) {
+  uint32_t flags = 0;
+  std::string err;
+  std::string bp = base_path(path, seq);
+  std::unique_ptr<FILE, int (*)(FILE *)> f(open_history_file(bp, flags, err), fclose);
+  if (!f || flags != tseal::kFlagBase) return false;
+  BaseCapture cap;
+  ChunkReader reader(cap);
+  reader.set_checkpoints(ChunkReader::Checkpoints::Whole);
+  ChunkFileResult res = read_chunk_file(f.get(), reader);
+  bytes_read += res.offset;
+  if (!res.damage.empty() || !cap.got || cap.rec.base || cap.rec.seq != seq) return false;
+  out = std::move(cap.rec);
+  return true;
+}
 
 struct Seg {
   uint64_t seq = 0;
@@ -59,17 +91,22 @@ bool read_segmented(const std::string &path, FILE *main, HistorySink &sink, std:
   (void)error;
   ChunkReader reader(sink);
   reader.set_hold_end(true);
+  uint64_t bytes_read = 0;
+  reader.set_base_loader([&](uint64_t seq, tseal::CheckpointRecord &out) {
+    return load_base(path, seq, out, bytes_read);
+  });
   ChunkFileResult mres = read_chunk_file(main, reader);
   if (!mres.damage.empty())
     warnings.push_back("history file " + path + " is truncated or corrupt at byte " +
                        std::to_string(mres.offset) + " (" + mres.damage +
                        "); its segment index ends there");
-  uint64_t bytes_read = mres.offset;
+  bytes_read += mres.offset;
 
   // The index, then any segment written after its last entry (the one open
   // when the process died).
   std::map<uint64_t, Seg> segs;
-  uint64_t limit = 0, seg_bytes = 0;
+  uint64_t limit = 0, seg_bytes = 0, checkpoint_bytes = 0;
+  bool over_cap = false;
   for (const tseal::SegmentRecord &r : reader.segments()) {
     Seg &s = segs[r.seq];
     s.seq = r.seq;
@@ -77,7 +114,14 @@ bool read_segmented(const std::string &path, FILE *main, HistorySink &sink, std:
     s.rec = r;
     limit = r.limit_bytes;
     seg_bytes = r.segment_bytes;
+    checkpoint_bytes = r.base_bytes;
+    over_cap |= r.over_cap != 0;
   }
+  if (over_cap)
+    warnings.push_back("history " + path + ": its cap of " + std::to_string(limit) +
+                       " bytes could not hold one checkpoint of the live set (" +
+                       std::to_string(checkpoint_bytes) +
+                       " bytes) with the main file and a segment: the files passed the cap");
   uint64_t next = segs.empty() ? 1 : segs.rbegin()->first + 1;
   for (;; ++next) {
     uint64_t size;
@@ -176,6 +220,7 @@ bool read_segmented(const std::string &path, FILE *main, HistorySink &sink, std:
     done += s->size;
     if (!res.damage.empty()) {
       truncated = true;
+      if (!reader.checkpoint_error().empty()) res.damage = reader.checkpoint_error();
       warnings.push_back(
           "history segment " + sp + " is truncated or corrupt at byte " +
           std::to_string(res.offset) + " (" + res.damage + ")" +
@@ -200,6 +245,8 @@ bool read_segmented(const std::string &path, FILE *main, HistorySink &sink, std:
     stats->segments_read = read;
     stats->segment_bytes = seg_bytes;
     stats->limit_bytes = limit;
+    stats->checkpoint_bytes = checkpoint_bytes;
+    stats->over_cap = over_cap;
   }
   return true;
 }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "report/model/event.h"
@@ -98,6 +99,34 @@ struct SiteHolders {
   std::vector<Holder> holders;
 };
 
+struct SiteSample {
+  StackId stack = 0;
+  PyStackId pystack = 0;
+  ApiId api = ApiId::Unknown;
+  Family family = Family::Device;
+  uint64_t bytes = 0;
+  uint64_t allocations = 0;
+};
+
+// Live bytes and allocations per site (stack, Python stack), in the order
+// the sites are first seen: what an OOM's snapshot keeps of the live set (all
+// a report shows of it is its top sites, and first-seen order breaks their
+// ties), so it costs the sites, not the allocations.
+class SiteTally {
+ public:
+  void add(StackId stack, PyStackId pystack, ApiId api, Family family, uint64_t size) {
+    auto [it, fresh] = index_.emplace(static_cast<uint64_t>(stack) << 32 | pystack, sites_.size());
+    if (fresh) sites_.push_back({stack, pystack, api, family, 0, 0});
+    sites_[it->second].bytes += size;
+    sites_[it->second].allocations += 1;
+  }
+  std::vector<SiteSample> take() { return std::move(sites_); }
+
+ private:
+  std::unordered_map<uint64_t, size_t> index_;
+  std::vector<SiteSample> sites_;
+};
+
 struct OomRecord {
   ApiId api = ApiId::Unknown;
   uint64_t requested = 0;
@@ -105,7 +134,7 @@ struct OomRecord {
   uint64_t live_bytes = 0;  // live bytes at the moment of the OOM
   StackId stack = 0;
   PyStackId pystack = 0;
-  std::vector<LiveAlloc> live_at_oom;  // snapshot used for top_sites
+  std::vector<SiteSample> sites_at_oom;  // the live set at the OOM, by site (SiteTally)
   // The same thread's retry of the request succeeded (the caching allocator
   // freed its cache and tried again): the program never saw this OOM.
   bool recovered = false;
@@ -124,15 +153,6 @@ struct InvalidFree {
 // Live bytes per allocation site at one step boundary (docs/pytorch.md).
 // A site here is the raw (stack, pystack, api) triple; the analysis merges
 // triples that symbolize to the same source site.
-struct SiteSample {
-  StackId stack = 0;
-  PyStackId pystack = 0;
-  ApiId api = ApiId::Unknown;
-  Family family = Family::Device;
-  uint64_t bytes = 0;
-  uint64_t allocations = 0;
-};
-
 struct StepSample {
   uint64_t step = 0;              // 1-based step number
   uint64_t time_ns = 0;           // CLOCK_MONOTONIC at the boundary

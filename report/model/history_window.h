@@ -23,6 +23,11 @@ struct HistoryReadInfo {
   uint64_t segments_read = 0;                   // opened for this report
   uint64_t bytes_read = 0;                      // of every file opened
   uint64_t segment_bytes = 0, limit_bytes = 0;  // the writer's settings
+  // The base checkpoint the last segment starts from (the live set and the
+  // run's summary there), and whether the cap could not hold it with the main
+  // file and one segment (the writer went over the cap rather than lose it).
+  uint64_t checkpoint_bytes = 0;
+  bool over_cap = false;
   // A window: its bounds as replayed, seconds since the process started
   // (from_s < 0 when it never opened: no event in it).
   bool windowed = false;

@@ -22,4 +22,32 @@ struct RunSummary {
   std::vector<StepSample> steps, windows;  // explicit steps, time windows (thinned)
 };
 
+// The bounds on the lists, and the one way each grows: the replay's
+// accumulation and a capped history's checkpoints (which store what was added
+// since a base, report/format/checkpoint.h) both go through these, so a
+// reader that adds a checkpoint's additions to its base ends where the writer
+// was.
+inline constexpr size_t kMaxMarks = 10000;  // a report lists them all: keep it readable
+// The shim keeps at most 8 undecided or seen OOMs and 8 recovered ones
+// (shim/core/recorder.cpp): the first 16 with their live set cover them
+// unless a run retried often, and the newest 8 the OOM the program saw.
+inline constexpr size_t kSnapshotFirst = 16, kSnapshotLast = 8;
+inline constexpr size_t kMaxOoms = 4096;
+inline constexpr size_t kMaxStepSamples = 4096;
+
+// Appends a step sample; a full list first drops every other sample
+// (returns true then).
+bool push_step_sample(std::vector<StepSample> &v, StepSample &&s);
+// Appends an OOM: past kMaxOoms the oldest after the first kSnapshotFirst
+// goes; only the first kSnapshotFirst and the newest kSnapshotLast keep their
+// live-set snapshot.
+void push_oom(std::vector<OomRecord> &v, OomRecord &&o);
+// Whether the OOM at `i` of `n` keeps its snapshot (push_oom's rule).
+inline bool keeps_snapshot(size_t i, size_t n) {
+  return i < kSnapshotFirst || i + kSnapshotLast >= n;
+}
+// The samples of a list of `base` samples still there after `halvings`
+// halvings: indices 0, 2^h, 2*2^h, ... (push_step_sample keeps even indices).
+size_t surviving_base_samples(size_t base, uint64_t halvings);
+
 }  // namespace torchseal

@@ -572,6 +572,8 @@ std::string report_to_json(const Report &r) {
                   {"bytes_read", h.bytes_read},
                   {"segment_bytes", h.segment_bytes}};
     hist["limit_bytes"] = h.limit_bytes ? ojson(h.limit_bytes) : ojson(nullptr);
+    hist["checkpoint_bytes"] = h.checkpoint_bytes;
+    hist["over_cap"] = h.over_cap;
     j["history"] = std::move(hist);
     if (h.windowed) {
       ojson w = {{"from", h.from_s >= 0 ? ojson(finite(h.from_s)) : ojson(nullptr)},

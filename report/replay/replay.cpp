@@ -175,6 +175,8 @@ HistoryReadInfo read_info(const Replay &replay, const HistoryReadStats &stats,
   h.bytes_read = stats.bytes;
   h.segment_bytes = stats.segment_bytes;
   h.limit_bytes = stats.limit_bytes;
+  h.checkpoint_bytes = stats.checkpoint_bytes;
+  h.over_cap = stats.over_cap;
   if (replay.windowed()) {
     h.windowed = true;
     double start_ns = (process.start_time - clock_base) * 1e9;

@@ -9,15 +9,6 @@
 
 namespace torchseal {
 
-void push_step_sample(std::vector<StepSample> &v, StepSample &&s) {
-  if (v.size() >= 4096) {
-    size_t j = 0;
-    for (size_t i = 0; i < v.size(); i += 2) v[j++] = std::move(v[i]);
-    v.resize(j);
-  }
-  v.push_back(std::move(s));
-}
-
 void SummaryObserver::on_event(const Event &e) {
   switch (e.op) {
     case Op::Alloc:
@@ -74,9 +65,7 @@ void SummaryObserver::on_checkpoint(RunSummary &&summary, bool whole) {
 // first ones (all a report lists without a verdict) and the newest ones
 // (the OOM the program saw often comes after many recovered retries).
 void SummaryObserver::oom(const Event &e) {
-  std::vector<OomRecord> &ooms = sum_.ooms;
-  if (ooms.size() >= kMaxOoms) ooms.erase(ooms.begin() + kSnapshotFirst);
-  OomRecord &o = ooms.emplace_back();
+  OomRecord o;
   o.api = e.api;
   o.requested = e.size;
   o.device = e.device;
@@ -85,12 +74,13 @@ void SummaryObserver::oom(const Event &e) {
   o.live_bytes = replay_->live_bytes();
   o.time_ns = e.time_ns;
   o.tid = e.tid;
-  replay_->for_each_live(
-      [&](const ReplayRecord &r) { o.live_at_oom.push_back(live_alloc_of(r.alloc)); });
-  if (ooms.size() > kSnapshotFirst + kSnapshotLast) {
-    OomRecord &older = ooms[ooms.size() - 1 - kSnapshotLast];
-    std::vector<LiveAlloc>().swap(older.live_at_oom);
-  }
+  SiteTally tally;
+  replay_->for_each_live([&](const ReplayRecord &r) {
+    tally.add(r.alloc.stack, r.alloc.pystack, r.alloc.api, r.alloc.family, r.alloc.size);
+  });
+  o.sites_at_oom = tally.take();
+  push_oom(sum_.ooms, std::move(o));
+  ++ooms_pushed_;
 }
 
 void SummaryObserver::step(const Event &e) {
@@ -120,7 +110,7 @@ void SummaryObserver::step(const Event &e) {
   std::sort(sample.sites.begin(), sample.sites.end(), [](const SiteSample &a, const SiteSample &b) {
     return std::tie(a.stack, a.pystack, a.api) < std::tie(b.stack, b.pystack, b.api);
   });
-  push_step_sample(window ? sum_.windows : sum_.steps, std::move(sample));
+  if (push_step_sample(window ? sum_.windows : sum_.steps, std::move(sample))) ++halvings_[window];
 }
 
 }  // namespace torchseal

@@ -32,17 +32,14 @@ class SummaryObserver : public ReplayObserver {
   }
   // Step number of the latest Step event, a time window's too (0 before the first).
   uint64_t last_step() const { return last_step_; }
+  // How the lists have grown (a checkpoint stores the growth since a base):
+  // OOMs pushed, and halvings of the step and the window samples.
+  uint64_t ooms_pushed() const { return ooms_pushed_; }
+  uint64_t halvings(bool windows) const { return halvings_[windows]; }
 
  protected:
   RunSummary sum_;
   double clock_base_ = 0;
-
-  static constexpr size_t kMaxMarks = 10000;  // a report lists them all: keep it readable
-  // The shim keeps at most 8 undecided or seen OOMs and 8 recovered ones
-  // (shim/core/recorder.cpp): the first 16 with their live set cover them
-  // unless a run retried often, and the newest 8 the OOM the program saw.
-  static constexpr size_t kSnapshotFirst = 16, kSnapshotLast = 8;
-  static constexpr size_t kMaxOoms = 4096;
 
  private:
   void oom(const Event &e);
@@ -50,9 +47,7 @@ class SummaryObserver : public ReplayObserver {
 
   uint8_t notable_ = 0;
   uint64_t last_step_ = 0;
+  uint64_t ooms_pushed_ = 0, halvings_[2] = {0, 0};
 };
-
-// Same bounded thinning as the shim (shim/core/recorder.cpp), so both agree.
-void push_step_sample(std::vector<StepSample> &v, StepSample &&s);
 
 }  // namespace torchseal

@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "report/analysis/site.h"  // is_internal_module
+#include "report/model/run_summary.h"
 #include "shim/core/counters.h"
 #include "shim/core/python/python_frames.h"
 #include "shim/core/unwind/unwinder.h"
@@ -258,10 +259,13 @@ void Recorder::on_oom(ApiId api, Family family, uint64_t size, int device) {
   }
   // The snapshot is taken now, at the failure, whatever is decided later.
   if (keep) {
+    SiteTally tally;
     for (LiveTable *t : {&live_, &vmm_})
       t->for_each([&](const LiveRecord &r) {
-        o.live_at_oom.push_back(live_alloc_of(r, DetectedAt::Exit));
+        LiveAlloc a = live_alloc_of(r, DetectedAt::Exit);
+        tally.add(a.stack, a.pystack, a.api, a.family, a.size);
       });
+    o.sites_at_oom = tally.take();
   }
   bool dump = false;
   {
@@ -364,15 +368,10 @@ void Recorder::on_teardown(ApiId api, int device, uint32_t context) {
 
 namespace {
 // Bounded series: past the cap, every other sample is dropped, so a long run
-// keeps an evenly thinned history instead of growing without end.
-constexpr size_t kMaxSamples = 4096;
+// keeps an evenly thinned history instead of growing without end. The rule
+// a history's replay follows too.
 void push_sample(std::vector<StepSample> &v, StepSample &&s) {
-  if (v.size() >= kMaxSamples) {
-    size_t j = 0;
-    for (size_t i = 0; i < v.size(); i += 2) v[j++] = std::move(v[i]);
-    v.resize(j);
-  }
-  v.push_back(std::move(s));
+  push_step_sample(v, std::move(s));
 }
 }  // namespace
 

@@ -8,15 +8,20 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <memory>
 #include <new>
+#include <set>
+#include <tuple>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "report/format/checkpoint.h"
 #include "report/format/event_codec.h"
 #include "report/format/tseal_format.h"
 #include "report/input/chunk_reader.h"
+#include "report/replay/checkpoint_observer.h"
 #include "report/replay/replay.h"
-#include "report/replay/summary_observer.h"
 #include "shim/core/fast_clock.h"
 #include "shim/runtime/log.h"
 
@@ -28,10 +33,10 @@ using tseal::Chunk;
 
 // The replay of what was written, with what the index needs of the segment
 // being written: its time range and event count.
-class HeadObserver : public SummaryObserver {
+class HeadObserver : public CheckpointObserver {
  public:
   void on_event(const Event &e) override {
-    SummaryObserver::on_event(e);
+    CheckpointObserver::on_event(e);
     if (!seg_events_++) first_ns_ = e.time_ns;
     last_ns_ = e.time_ns;
     run_last_ns_ = e.time_ns;
@@ -78,6 +83,7 @@ struct Kept {
   uint64_t seq;
   uint64_t bytes;
   uint8_t pins;
+  uint64_t base;  // the base checkpoint its checkpoint applies to
 };
 
 struct State {
@@ -90,7 +96,14 @@ struct State {
   int fd = -1;
   uint64_t seq = 0, cur_bytes = 0, step_at_start = 0;
   uint8_t cur_pins = 0;
+  bool cur_over_cap = false, warned_over_cap = false;
   std::deque<Kept> kept;  // closed segments on disk, oldest first
+  // Base checkpoints on disk (seq -> bytes): the current one, and those a
+  // kept segment applies to.
+  std::map<uint64_t, uint64_t> bases;
+  uint64_t base = 0;  // the current one
+  // OOMs whose snapshot the main file has (time, thread).
+  std::set<std::pair<uint64_t, uint32_t>> snapshots;
   std::unique_ptr<HeadObserver> obs;
   std::unique_ptr<Replay> replay;
   std::unique_ptr<Slicer> slicer;
@@ -142,36 +155,129 @@ void write_main(const std::vector<uint8_t> &out) {
   s.main_bytes += out.size();
 }
 
+bool write_file(int fd, const std::vector<uint8_t> &out) {
+  for (size_t off = 0; off < out.size();) {
+    ssize_t w = ::write(fd, out.data() + off, out.size() - off);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) return false;
+    off += static_cast<size_t>(w);
+  }
+  return true;
+}
+
+uint64_t base_bytes() {
+  State &s = S();
+  auto it = s.bases.find(s.base);
+  return it == s.bases.end() ? 0 : it->second;
+}
+
+bool fail(int err) {
+  State &s = S();
+  s.active = false;
+  s.on_error(err);
+  return false;
+}
+
+void enforce_cap(uint64_t room);
+void drop_unused_bases();
+
+// Starts the next segment. Its checkpoint is the change since the base
+// checkpoint (a file of its own, shared by the segments after it), so a
+// large live set is written once, not once a segment; a new base is taken
+// where the change has grown to half the base or half a segment. The OOM
+// snapshots it needs go to the main file, once each.
 bool open_segment() {
   State &s = S();
-  ++s.seq;
-  std::string p = segment_path(s.path, s.seq);
-  s.fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (s.fd < 0) {
-    int err = errno;
-    s.active = false;
-    s.on_error(err);
-    return false;
+  uint64_t seq = s.seq + 1;
+  uint64_t step = s.obs->last_step();
+  uint64_t time_ns = s.obs->run_last_ns_ ? s.obs->run_last_ns_ : now_ns();
+  auto encode = [&](uint32_t flags, const tseal::CheckpointRecord &c) {
+    std::vector<uint8_t> out;
+    tseal::append_file_header(out, flags);
+    tseal::append_checkpoint(out, c);
+    return out;
+  };
+  std::vector<uint8_t> delta = encode(tseal::kFlagSegment, s.obs->delta(seq, time_ns, step));
+  std::vector<uint8_t> base;
+  // A new base when the change passes half the base, or half a segment (a
+  // segment's checkpoint must leave room for its events: segments would
+  // grow with it, and fewer of them fit the cap).
+  uint64_t most = std::max<uint64_t>(std::min(base_bytes(), s.seg_target) / 2, 16u << 10);
+  if (!s.base || delta.size() > most) {
+    base = encode(tseal::kFlagBase, s.obs->whole(seq, time_ns, step));
+    s.obs->rebase(seq);
+    delta = encode(tseal::kFlagSegment, s.obs->delta(seq, time_ns, step));
   }
-  s.cur_bytes = 0;
-  s.cur_pins = s.seq == 1 ? tseal::kPinFirst : 0;
-  s.step_at_start = s.obs->last_step();
-  s.obs->start_segment();
-  tseal::CheckpointRecord c;
-  c.seq = s.seq;
-  c.time_ns = s.obs->run_last_ns_ ? s.obs->run_last_ns_ : now_ns();
-  c.step = s.step_at_start;
-  c.live = s.replay->live_events();
-  c.maps = s.replay->vmm_maps().list();
-  c.summary = s.obs->summary();
-  std::vector<uint8_t> out;
-  tseal::append_file_header(out, tseal::kFlagSegment);
-  tseal::append_checkpoint(out, c);
-  if (!write_seg(out.data(), out.size())) return false;
+  std::vector<uint8_t> snaps;
+  for (const OomRecord &o : s.obs->summary().ooms)
+    if (!o.sites_at_oom.empty() && s.snapshots.insert({o.time_ns, o.tid}).second)
+      tseal::append_record(snaps, Chunk::OomSnapshot,
+                           tseal::OomSnapshotRecord{o.time_ns, o.tid, o.sites_at_oom});
+
   // A checkpoint larger than half a segment would leave room for few
   // events: segments grow with it (up to half the cap).
-  s.seg_target = std::max(s.seg_target, std::min(2 * out.size(), s.limit / 2));
-  return true;
+  s.seg_target = std::max(s.seg_target, std::min(2 * delta.size(), s.limit / 2));
+  enforce_cap(base.size() + snaps.size());
+  // What must be on disk whatever the cap: the main file, the base, this
+  // segment. When they pass the cap the history says so, once here and in
+  // every index entry, and keeps them: the verdicts stay exact.
+  uint64_t needed = s.main_bytes + snaps.size() + std::max(s.seg_target, s.largest) +
+                    (base.empty() ? base_bytes() : base.size());
+  s.cur_over_cap = needed > s.limit;
+  // Then the segments are as large as the cap allows: the fewer of them, the
+  // fewer checkpoints.
+  if (s.cur_over_cap) s.seg_target = std::max(s.seg_target, s.limit / 2);
+  if (s.cur_over_cap && !s.warned_over_cap) {
+    s.warned_over_cap = true;
+    log::warn(
+        "the history cap (%llu bytes) cannot hold one checkpoint of the live set (%zu "
+        "allocations, %llu bytes) with the main file and a segment: the history's files pass "
+        "the cap; the verdicts stay exact",
+        static_cast<unsigned long long>(s.limit), s.replay->live_events().size(),
+        static_cast<unsigned long long>(base.empty() ? base_bytes() : base.size()));
+  }
+
+  if (!base.empty()) {
+    std::string bp = base_path(s.path, seq);
+    int fd = ::open(bp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) return fail(errno);
+    bool ok = write_file(fd, base);
+    int err = errno;
+    ::close(fd);
+    if (!ok) return fail(err);
+    s.bases[seq] = base.size();
+    s.base = seq;
+    drop_unused_bases();  // the previous base, if no segment on disk needs it
+  }
+  if (!snaps.empty()) write_main(snaps);
+
+  s.seq = seq;
+  std::string p = segment_path(s.path, s.seq);
+  s.fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (s.fd < 0) return fail(errno);
+  s.cur_bytes = 0;
+  s.cur_pins = s.seq == 1 ? tseal::kPinFirst : 0;
+  s.step_at_start = step;
+  s.obs->start_segment();
+  return write_seg(delta.data(), delta.size());
+}
+
+// Deletes the base checkpoints no segment on disk applies to.
+void drop_unused_bases() {
+  State &s = S();
+  for (auto it = s.bases.begin(); it != s.bases.end();) {
+    bool used =
+        it->first == s.base || std::any_of(s.kept.begin(), s.kept.end(),
+                                           [&](const Kept &k) { return k.base == it->first; });
+    if (used) {
+      ++it;
+      continue;
+    }
+    std::string p = base_path(s.path, it->first);
+    if (unlink(p.c_str()) != 0 && errno != ENOENT)
+      log::warn("cannot delete history checkpoint %s: %s", p.c_str(), strerror(errno));
+    it = s.bases.erase(it);
+  }
 }
 
 // The segment to delete next, or none. The most recent segments, at least
@@ -194,17 +300,20 @@ std::deque<Kept>::iterator victim() {
   return s.kept.empty() ? s.kept.end() : s.kept.begin();
 }
 
-// Deletes segments until the files and a full next segment fit the cap.
-void enforce_cap() {
+// Deletes segments (and the base checkpoints only they applied to) until
+// the files, `extra` bytes and a full next segment fit the cap.
+void enforce_cap(uint64_t extra) {
   State &s = S();
   auto on_disk = [&] {
     uint64_t n = s.main_bytes;
     for (const Kept &k : s.kept) n += k.bytes;
+    for (const auto &b : s.bases) n += b.second;
     return n;
   };
   // Room for the next segment: as large as the largest so far (a pass is
   // never split, so a fast producer's segments outgrow the target).
-  uint64_t room = std::max(s.seg_target, s.largest);
+  uint64_t room = std::max(s.seg_target, s.largest) + extra;
+  drop_unused_bases();
   while (!s.kept.empty() && on_disk() + room > s.limit) {
     auto it = victim();
     if (it == s.kept.end()) break;
@@ -212,6 +321,7 @@ void enforce_cap() {
     if (unlink(p.c_str()) != 0 && errno != ENOENT)
       log::warn("cannot delete history segment %s: %s", p.c_str(), strerror(errno));
     s.kept.erase(it);
+    drop_unused_bases();
   }
 }
 
@@ -232,10 +342,13 @@ void close_segment() {
   s.largest = std::max(s.largest, s.cur_bytes);
   r.limit_bytes = s.limit;
   r.segment_bytes = std::max(s.seg_target, s.largest);
+  r.base = s.base;
+  r.base_bytes = base_bytes();
+  r.over_cap = s.cur_over_cap;
   std::vector<uint8_t> out;
   tseal::append_record(out, Chunk::Segment, r);
   write_main(out);
-  s.kept.push_back({s.seq, s.cur_bytes, s.cur_pins});
+  s.kept.push_back({s.seq, s.cur_bytes, s.cur_pins, s.base});
 }
 
 // The pins of what this slice held (an OOM, a mark or a dump keeps its
@@ -248,7 +361,6 @@ void after_slice() {
   }
   if (s.cur_bytes < s.seg_target) return;
   close_segment();
-  enforce_cap();
   open_segment();
 }
 

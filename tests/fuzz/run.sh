@@ -24,7 +24,7 @@ flags="-std=c++20 -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -f
 inc="-I$root -isystem $cuda_inc"
 
 # Small compile lists: each target gets only what it calls.
-report_srcs="model/event.cpp model/vmm_maps.cpp format/event_codec.cpp format/tseal_format.cpp format/records.cpp
+report_srcs="model/event.cpp model/vmm_maps.cpp model/run_summary.cpp format/event_codec.cpp format/tseal_format.cpp format/records.cpp
   format/checkpoint.cpp input/history_reader.cpp input/segmented_reader.cpp replay/replay.cpp
   replay/summary_observer.cpp replay/analysis_replay.cpp input/module_map.cpp
   render/report_json.cpp analysis/analysis.cpp analysis/site.cpp input/symbolizer.cpp

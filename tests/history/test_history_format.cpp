@@ -432,11 +432,11 @@ TEST_CASE("replay takes the exit verdict: holder scan, site holders, OOMs by the
   CHECK_FALSE(in.ooms[0].recovered);
   REQUIRE(in.ooms[0].holders.size() == 1);
   CHECK(in.ooms[0].holders[0].chain == std::vector<std::string>{"global 'big'"});
-  CHECK(in.ooms[0].live_at_oom.size() == 1);  // the newest OOMs keep their snapshot
+  CHECK(in.ooms[0].sites_at_oom.size() == 1);  // the newest OOMs keep their snapshot
   CHECK(in.ooms[1].requested == 1001);
   CHECK(in.ooms[1].recovered);
   CHECK(in.ooms[1].live_bytes == 100);
-  CHECK(in.ooms[1].live_at_oom.size() == 1);
+  CHECK(in.ooms[1].sites_at_oom.size() == 1);
 
   // Without the chunk (an older or crashed file): the first 8 OOMs, none
   // recovered, no scan, as before.

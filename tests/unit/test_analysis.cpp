@@ -200,12 +200,10 @@ TEST_CASE("summary, OOM top sites and invalid frees", "[analysis]") {
   o.device = 0;
   o.live_bytes = 600;
   o.stack = c;
-  for (auto [size, st] : {std::pair<uint64_t, StackId>{100, a}, {300, b}, {200, a}}) {
-    LiveAlloc l;
-    l.size = size;
-    l.stack = st;
-    o.live_at_oom.push_back(l);
-  }
+  SiteTally tally;
+  for (auto [size, st] : {std::pair<uint64_t, StackId>{100, a}, {300, b}, {200, a}})
+    tally.add(st, 0, ApiId::cudaMalloc, Family::Device, size);
+  o.sites_at_oom = tally.take();
   f.in.ooms.push_back(o);
   f.in.invalid_frees.push_back({ApiId::cudaFree, 0xdead, b, 0});
   f.in.invalid_frees.push_back({ApiId::cudaFree, 0xdead, b, 0});  // same call again

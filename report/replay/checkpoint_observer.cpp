@@ -1,0 +1,102 @@
+#include "report/replay/checkpoint_observer.h"
+
+#include <algorithm>
+#include <tuple>
+#include <type_traits>
+
+namespace torchseal {
+
+uint64_t CheckpointObserver::on_alloc(const Event &e) {
+  added_[e.family == Family::Vmm][e.addr] = e;
+  return SummaryObserver::on_alloc(e);
+}
+
+void CheckpointObserver::on_teardown(const Event &e,
+                                     const std::vector<const ReplayRecord *> &dying) {
+  SummaryObserver::on_teardown(e, dying);
+  for (const ReplayRecord *r : dying) released(r->alloc);
+}
+
+// An allocation made since the base leaves the change; one of the base's
+// becomes a freed key (an address reused since is both).
+void CheckpointObserver::released(const Event &a) {
+  bool vmm = a.family == Family::Vmm;
+  if (!added_[vmm].erase(a.addr)) freed_[vmm].insert(a.addr);
+}
+
+tseal::CheckpointRecord CheckpointObserver::whole(uint64_t seq, uint64_t time_ns,
+                                                  uint64_t step) const {
+  tseal::CheckpointRecord c;
+  c.seq = seq;
+  c.time_ns = time_ns;
+  c.step = step;
+  c.live = replay_->live_events();
+  c.maps = replay_->vmm_maps().list();
+  c.summary = sum_;
+  return c;
+}
+
+void CheckpointObserver::rebase(uint64_t seq) {
+  base_ = Base{seq,
+               sum_.invalid_frees.size(),
+               sum_.marks.size(),
+               sum_.teardown.size(),
+               ooms_pushed(),
+               {sum_.steps.size(), sum_.windows.size()},
+               {halvings(false), halvings(true)}};
+  for (int k = 0; k < 2; ++k) {
+    added_[k].clear();
+    freed_[k].clear();
+  }
+}
+
+tseal::CheckpointRecord CheckpointObserver::delta(uint64_t seq, uint64_t time_ns,
+                                                  uint64_t step) const {
+  tseal::CheckpointRecord c;
+  c.seq = seq;
+  c.time_ns = time_ns;
+  c.step = step;
+  c.base = base_.seq;
+  for (int k = 0; k < 2; ++k) {
+    for (const auto &kv : added_[k]) c.live.push_back(kv.second);
+    for (uint64_t addr : freed_[k]) c.freed.push_back({k == 1, addr});
+  }
+  // In the order they were made (the hash tables' order is no order).
+  std::sort(c.live.begin(), c.live.end(),
+            [](const Event &a, const Event &b) { return a.time_ns < b.time_ns; });
+  std::sort(c.freed.begin(), c.freed.end(), [](const tseal::FreedKey &a, const tseal::FreedKey &b) {
+    return std::tie(a.vmm, a.addr) < std::tie(b.vmm, b.addr);
+  });
+  c.maps = replay_->vmm_maps().list();
+  RunSummary &d = c.summary;
+  d.events = sum_.events;
+  d.peak = sum_.peak;
+  auto tail = [](const auto &v, size_t from) {
+    return std::decay_t<decltype(v)>(v.begin() + static_cast<long>(std::min(from, v.size())),
+                                     v.end());
+  };
+  d.invalid_frees = tail(sum_.invalid_frees, base_.invalid);
+  d.marks = tail(sum_.marks, base_.marks);
+  d.teardown = tail(sum_.teardown, base_.teardown);
+  // The OOMs pushed since that the bound has not dropped (past kMaxOoms it
+  // drops the oldest after the first kSnapshotFirst), without their
+  // snapshots: the main file has them.
+  const std::vector<OomRecord> &ooms = sum_.ooms;
+  size_t fresh =
+      std::min<uint64_t>(ooms_pushed() - base_.ooms_pushed,
+                         ooms.size() - std::min<uint64_t>(base_.ooms_pushed, kSnapshotFirst));
+  for (size_t i = ooms.size() - fresh; i < ooms.size(); ++i) {
+    OomRecord o = ooms[i];
+    o.sites_at_oom.clear();
+    d.ooms.push_back(std::move(o));
+  }
+  const std::vector<StepSample> *lists[2] = {&sum_.steps, &sum_.windows};
+  std::vector<StepSample> *out[2] = {&d.steps, &d.windows};
+  for (int k = 0; k < 2; ++k) {
+    c.halvings[k] = halvings(k == 1) - base_.halvings[k];
+    *out[k] = tail(*lists[k], surviving_base_samples(base_.samples[k], c.halvings[k]));
+  }
+  return c;
+}
+
+}  // namespace torchseal
