@@ -202,6 +202,27 @@ print("modules added by the scans:", len(sys.modules) - modules)
 '''
 
 
+GPT2 = r'''
+import torch
+import torchseal
+from transformers import GPT2Config, GPT2LMHeadModel
+
+torch.manual_seed(0)
+gpt = GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=64, n_head=2, vocab_size=512, n_positions=64,
+                                 bos_token_id=0, eos_token_id=0)).cuda()
+opt = torch.optim.AdamW(gpt.parameters(), lr=1e-3)
+logits_log = []
+for i in range(16):
+    ids = torch.randint(0, 512, (4, 32), device="cuda")
+    out = gpt(ids, labels=ids)
+    out.loss.backward()
+    opt.step()
+    opt.zero_grad()
+    KEEP
+    torchseal.step()
+'''
+
+
 def scan_lines(stdout):
     return [(int(n), float(ms), int(skipped)) for n, ms, skipped in re.findall(
         r"holder scan: (\d+) storage\(s\), \d+ chain\(s\), ([0-9.]+) ms, (\d+) object\(s\) skipped",
@@ -304,6 +325,47 @@ def scenario_transformers():
     done()
 
 
+def scenario_gpt2():
+    """GPT-2 trained on the GPU in tensors mode: its parameters and AdamW state
+    are reachable (exit 0 under --exit-code 23); the leaky twin's growth is
+    flagged at the append, held by logits_log, with a hint. Needs cuBLAS on
+    simcuda (issue 27's simulated math libraries): skips without it."""
+    py = prerequisites()
+    probe = tier.run(py, ["-c", "import torch, transformers; a = torch.ones(8, 8, device='cuda'); "
+                          "print((a @ a).sum().item())"], timeout=300)
+    if probe.returncode != 0:
+        tier.loud_skip("GPT-2 cannot run on this simcuda (transformers missing, or no cuBLAS): "
+                       + probe.stdout.strip()[-400:])
+    with tempfile.TemporaryDirectory(prefix="tseal-gpt2-") as tmp:
+        fixed = GPT2.replace("KEEP", "logits_log.append(out.loss.item())")
+        p, out = run_cli(py, fixed, tmp, "fixed", "tensors", exit_code=23)
+        CHECK.eq("fixed GPT-2 exits 0 under --exit-code 23", p.returncode, 0)
+        CHECK.true("no scan failed", "holder scan failed" not in p.stdout)
+        if os.path.exists(out + ".json"):
+            r = load(out + ".json")
+            roots = [c[0] for c in chains(r.get("reachable") or [])]
+            CHECK.true("its parameters are reachable through global 'gpt'",
+                       any(c.startswith("global 'gpt' (GPT2LMHeadModel)") for c in roots), roots)
+            CHECK.true("its optimizer state through global 'opt'",
+                       any(c.startswith("global 'opt' (AdamW)") for c in roots), roots)
+            CHECK.true("no growth", not r.get("growth"), r.get("growth"))
+        leaky = GPT2.replace("KEEP", "logits_log.append(out.logits)  # LEAK")
+        line = next(i for i, l in enumerate(leaky.splitlines(), 1) if "# LEAK" in l)
+        p, out = run_cli(py, leaky, tmp, "leaky", "tensors", exit_code=23)
+        CHECK.true("no scan failed", "holder scan failed" not in p.stdout)
+        if os.path.exists(out + ".json"):
+            r = load(out + ".json")
+            growth = r.get("growth") or []
+            show("growth", growth)
+            held = [g for g in growth if any(c[0] == "global 'logits_log' (list) in leaky.py"
+                                             for c in chains([g]))]
+            CHECK.true("the growth is held by logits_log", bool(held))
+            hints = [(os.path.basename((g.get("hint") or {}).get("file") or ""),
+                      (g.get("hint") or {}).get("line")) for g in held]
+            CHECK.true(f"a hint at leaky.py:{line}: {hints}", ("leaky.py", line) in hints)
+    done()
+
+
 def main():
     s = sys.argv[1] if len(sys.argv) > 1 else ""
     t0 = time.time()
@@ -314,6 +376,8 @@ def main():
             scenario_failure()
         if s == "transformers":
             scenario_transformers()
+        if s == "gpt2-tensors":
+            scenario_gpt2()
     finally:
         print(f"({s}: {time.time() - t0:.1f}s)")
     print(__doc__)
