@@ -57,8 +57,6 @@ _type_mro = type.__dict__["__mro__"].__get__
 _type_dict = type.__dict__["__dict__"].__get__
 _type_name = type.__dict__["__name__"].__get__
 _type_qualname = type.__dict__["__qualname__"].__get__
-_type_flags = type.__dict__["__flags__"].__get__
-_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class defined in Python
 _module_dict = types.ModuleType.__dict__["__dict__"].__get__
 _dict_items = dict.items
 _list_copy = list.copy
@@ -175,7 +173,6 @@ class _Search:
         self.nn_module = _module_dict(nn).get("Module") if nn is not None else None
         self.deadline = deadline
         self.kinds = {}
-        self.c_objects = set()  # C types with a __dict__: their referents too
         self.skip = set()  # types of kind _SKIP: tested inline before add()
         self.saved_names = {}
         self.objs = []      # everything visited, kept alive so ids stay unique
@@ -220,9 +217,6 @@ class _Search:
             k = _EXC
         elif type(_lookup(t, "__dict__")) is _GETSET:
             k = _OBJ
-            if not _type_flags(t) & _HEAPTYPE:
-                # functools.partial keeps its arguments outside its __dict__.
-                self.c_objects.add(t)
         else:
             k = _REFS
         self.kinds[t] = k
@@ -466,8 +460,11 @@ class _Search:
             if d:
                 for name, val in list(_dict_items(d)):
                     add(val, i, (".%s (%s)", name, type(val)))
-            if t in self.c_objects:
-                for v in gc.get_referents(o):
+            # What lies outside the __dict__ (a C type's fields: a
+            # functools.partial's arguments; __slots__); the attributes were
+            # reached first, under their names.
+            for v in gc.get_referents(o):
+                if v is not d and type(v) not in self.skip:
                     add(v, i, ("<%s>", type(v)))
         elif k == _FRAME:
             self.add_frame_locals(o, i, " (in a traceback)")

@@ -178,14 +178,21 @@ void merge_site_holders(std::vector<SiteHolders> &into, std::vector<SiteHolders>
 // tensor (its stack names the file the hint reads), added to their series.
 void add_graph_samples(std::vector<GraphSeries> &series, uint64_t step,
                        const std::vector<GraphOwner> &graphs, const AnalysisInput &now) {
+  // One owner whatever its newest node: `total_loss += loss` turns the
+  // first step's AddBackward1 into AddBackward0 at the second.
+  auto same_owner = [](const std::vector<std::string> &a, const std::vector<std::string> &b) {
+    return a.size() == b.size() && std::equal(a.begin(), a.end() - 1, b.begin());
+  };
   for (const GraphOwner &g : graphs) {
+    if (g.chain.empty()) continue;
     auto it = std::find_if(series.begin(), series.end(),
-                           [&](const GraphSeries &s) { return s.chain == g.chain; });
+                           [&](const GraphSeries &s) { return same_owner(s.chain, g.chain); });
     if (it == series.end()) {
       if (series.size() >= kMaxGraphSeries) continue;
       series.push_back({g.chain, 0, 0, {}});
       it = series.end() - 1;
     }
+    it->chain = g.chain;
     for (const LiveAlloc &a : now.live)
       if (g.addr && a.family != Family::Vmm && g.addr >= a.addr && g.addr < a.addr + a.size) {
         it->stack = a.stack;
