@@ -23,6 +23,11 @@ config) trained on the CPU, a leaky list of CUDA tensors beside it: the
 scans import nothing, succeed, name the list; the scan times are printed
 (docs/holders.md, "Cost"). Skips when transformers is not installed.
 
+gpt2-tensors: a GPT-2 trained on the GPU in tensors mode: its parameters and
+AdamW state are reachable and it exits 0 under --exit-code 23; its leaky twin
+(`logits_log.append(out.logits)`) grows, held by `logits_log`, with a hint at
+the append. Needs simcuda's cuBLAS: skips, saying so, without it.
+
 Exit 0 pass, 1 fail, 77 skip.
 """
 import os
