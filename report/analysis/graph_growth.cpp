@@ -32,8 +32,7 @@ std::vector<GrowthEntry> graph_growth(const AnalysisInput &in, SiteIds &sites,
     if (s.size() < opts.min_samples || g.chain.empty()) continue;
     // The run of strictly rising node counts that ends the series.
     size_t from = s.size() - 1;
-    while (from > 0 && s[from - 1].nodes < s[from].nodes && s[from - 1].step < s[from].step)
-      --from;
+    while (from > 0 && s[from - 1].nodes < s[from].nodes && s[from - 1].step < s[from].step) --from;
     const GraphSample &first = s[from], &last = s.back();
     if (s.size() - from < opts.min_samples || last.step - first.step < opts.min_span_steps)
       continue;

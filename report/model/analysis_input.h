@@ -102,9 +102,9 @@ struct GraphSample {
   uint64_t step = 0, nodes = 0, bytes = 0;
 };
 struct GraphSeries {
-  std::vector<std::string> chain;  // GraphOwner::chain, the same at every scan
-  StackId stack = 0;               // the allocation holding the owner tensor,
-  PyStackId pystack = 0;           // where known (0 = none)
+  std::vector<std::string> chain;    // GraphOwner::chain, the same at every scan
+  StackId stack = 0;                 // the allocation holding the owner tensor,
+  PyStackId pystack = 0;             // where known (0 = none)
   std::vector<GraphSample> samples;  // by step
 };
 

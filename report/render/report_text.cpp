@@ -222,7 +222,8 @@ std::string report_to_text(const Report &r) {
     if (g.kind == kGraphGrowthKind) {
       // Nodes, not bytes: its GPU memory may hardly move (docs/holders.md).
       out += format("\nGrowing autograd graph: %" PRIu64 " node(s), %.1f node(s)/step over %" PRIu64
-                    " step scan(s), r=%.3f, GPU %+" PRId64 " byte(s); the tensor holding it was "
+                    " step scan(s), r=%.3f, GPU %+" PRId64
+                    " byte(s); the tensor holding it was "
                     "allocated from:\n",
                     g.graph_nodes, g.graph_nodes_per_step, g.steps, g.r, g.growth_bytes);
       append_frames(out, g.frames, g.python_frames, is_python_site(r, g.python_frames), "    ",
