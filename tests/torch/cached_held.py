@@ -7,7 +7,8 @@ Python still holds inside cached segments from free cache
 
 The issue-27 example, 8 tensors of 2 MiB kept in a module-level list with no
 step, must show `global 'kept'` and its line as `reachable`, with
-cached_in_tensors_bytes = 16 MiB, through `torchseal run` (the exit report),
+cached_in_tensors_bytes = 16 MiB, through `torchseal run` (the exit report,
+and a dump),
 `torchseal.Tracker` (the stop report) and a `%%torchseal` notebook cell (its
 stop report, rendered as HTML). Exit 0 pass, 1 fail, 77 skip.
 """
@@ -27,7 +28,7 @@ PYDIR = os.path.join(BUILD, "python")
 HELD = 8 * 512 * 1024 * 4  # the 8 tensors of the example
 KEEP = 'kept = [torch.randn(512, 1024, device="cuda") * 2 for _ in range(8)]  # KEEP\n'
 
-PROGRAM = "import torch\n" + KEEP
+PROGRAM = "import torch\nimport torchseal\n" + KEEP + "torchseal.dump('held')\n"
 
 TRACKED = ("import sys\nimport torch\nimport torchseal\n"
            "with torchseal.Tracker(sys.argv[1]):\n    " + KEEP +
@@ -69,6 +70,9 @@ def scenario_run():
             done()
         script = os.path.join(tmp, "kept.py")
         check_report(load(out + ".json"), script, keep_line(PROGRAM), "torchseal run")
+        dumps = tier.dumps_of(out)
+        if CHECK.eq("one dump", len(dumps), 1):
+            check_report(load(dumps[0]), script, keep_line(PROGRAM), "torchseal.dump()")
         txt = open(out + ".txt").read()
         CHECK.true("P.txt: Held by: global 'kept'", "Held by: global 'kept' (list) in kept.py" in txt,
                    txt[-2000:])
