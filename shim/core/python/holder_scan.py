@@ -188,6 +188,7 @@ class _Search:
         self.graph_nodes = {}  # owner tensor index -> nodes reached first through it
         self.partial = False
         self.skipped = 0    # objects that raised when read, and were left out
+        self.odd_modules = []  # (name, object) of sys.modules entries that are no module
         self.snapshots = []  # frame-locals dicts built by this scan (3.10-3.12)
 
     def kind(self, t):
@@ -319,8 +320,8 @@ class _Search:
             if mod is None or type(key) is not str:
                 continue
             if not issubclass(type(mod), types.ModuleType):
-                # Something a library put in sys.modules: a root like a global.
-                self.add(mod, -1, ("sys.modules[%r] (%s)", key, type(mod)))
+                # Something a library put in sys.modules: a library root.
+                self.odd_modules.append((key, mod))
                 continue
             d = _module_dict(mod)
             name = d.get("__name__")
@@ -650,6 +651,8 @@ def scan(budget_seconds, libraries=True):
                 stage = "walking the libraries' modules"
                 search.root_depth = _LIBRARY_DEPTH
                 search.module_roots(library_modules, globals(), user=False)
+                for key, obj in search.odd_modules:
+                    search.add(obj, -1, ("sys.modules[%r] (%s)", key, type(obj)))
                 search.run()
             stage = "naming the holders"
             lines = _group(search) + _graphs(search)
