@@ -6,6 +6,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "report/analysis/graph_growth.h"
 #include "report/analysis/hints.h"
 #include "report/analysis/holders.h"
 #include "report/analysis/site.h"
@@ -175,11 +176,20 @@ Report analyze(const AnalysisInput &in, Symbolizer &symbolizer, const AnalysisOp
   } leaked, reachable;
   for (size_t i = 0; i < in.live.size(); ++i) {
     const LiveAlloc &a = in.live[i];
-    if (counts_as_cached(in, a)) {
+    // The tensors inside a cached segment or handle, as a scan taken now
+    // found them (segments mode: what Python holds is shown at exit, at a
+    // stop and in a dump); the rest of the cache is free.
+    uint64_t in_tensors = 0, tensors = 0;
+    const bool cached = counts_as_cached(in, a);
+    if (cached) {
       r.summary.cached_bytes += a.size;
-      continue;
+      if (leak_holders) std::tie(in_tensors, tensors) = held.held_bytes(i);
+      in_tensors = std::min<uint64_t>(in_tensors, a.size);
+      r.summary.cached_in_tensors_bytes += in_tensors;
+      r.summary.cached_free_bytes += a.size - in_tensors;
+      if (!in_tensors) continue;
     }
-    Grouping &g = split_reachable && held.held(i) ? reachable : leaked;
+    Grouping &g = cached || (split_reachable && held.held(i)) ? reachable : leaked;
     LeakKey key{sites.get(a.stack, a.pystack), static_cast<uint16_t>(a.api), a.device,
                 static_cast<uint8_t>(a.family), static_cast<uint8_t>(a.detected_at)};
     auto [it, fresh] = g.index.emplace(key, g.entries.size());
@@ -194,8 +204,9 @@ Report analyze(const AnalysisInput &in, Symbolizer &symbolizer, const AnalysisOp
       g.entries.push_back(std::move(e));
       g.totals.emplace_back();
     }
-    g.entries[it->second].bytes += a.size;
-    g.entries[it->second].allocations += 1;
+    // A cached block counts what its tensors hold, and each tensor's storage.
+    g.entries[it->second].bytes += cached ? in_tensors : a.size;
+    g.entries[it->second].allocations += cached ? tensors : 1;
     if (&g == &reachable || leak_holders) held.add(i, g.totals[it->second]);
   }
   for (Grouping *g : {&leaked, &reachable})
@@ -264,6 +275,18 @@ Report analyze(const AnalysisInput &in, Symbolizer &symbolizer, const AnalysisOp
     });
   }
   attach_growth_holders(in, held, sites, r.growth);
+  // A growing graph whose holder already explains a growing site is that
+  // site's finding (backward once at the end: its saved tensors grow too).
+  for (GrowthEntry &graph : graph_growth(in, sites)) {
+    const std::string &root = graph.holders.front().chain.front();
+    bool known = std::any_of(r.growth.begin(), r.growth.end(), [&](const GrowthEntry &g) {
+      return std::any_of(g.holders.begin(), g.holders.end(), [&](const Holder &h) {
+        return !h.chain.empty() && h.chain.front() == root;
+      });
+    });
+    if (!known && !(opts.is_suppressed && opts.is_suppressed(graph.frames, graph.python_frames)))
+      r.growth.push_back(std::move(graph));
+  }
   for (GrowthEntry &g : r.growth) g.hint = find_hint(g.python_frames, g.holders);
   return r;
 }

@@ -53,6 +53,16 @@ void HeldMap::add(size_t live_index, HolderTotals &totals) const {
   }
 }
 
+std::pair<uint64_t, uint64_t> HeldMap::held_bytes(size_t live_index) const {
+  std::pair<uint64_t, uint64_t> out{0, 0};
+  if (!held(live_index)) return out;
+  for (uint32_t s : per_live_[live_index]) {
+    out.first += scan_.storages[s].bytes;
+    out.second += 1;
+  }
+  return out;
+}
+
 std::vector<Holder> holders_from(const HolderTotals &totals, const HolderScan &scan, size_t limit) {
   std::vector<Holder> out;
   for (const auto &[chain, t] : totals) {

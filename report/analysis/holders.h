@@ -28,6 +28,8 @@ class HeldMap {
   }
   // Adds the storages inside in.live[i] to `totals`.
   void add(size_t live_index, HolderTotals &totals) const;
+  // The bytes and count of the storages inside in.live[i].
+  std::pair<uint64_t, uint64_t> held_bytes(size_t live_index) const;
 
  private:
   const HolderScan &scan_;

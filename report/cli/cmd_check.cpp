@@ -170,6 +170,15 @@ Checked check_one(const Report &r, const std::string &path, const GateLimits &li
   if (v.growth_offenders.size() > kTopSites) {
     c.details += fmt("  ... and %zu more growth site(s)\n", v.growth_offenders.size() - kTopSites);
   }
+  for (size_t k = 0; k < v.graph_offenders.size() && k < kTopSites; ++k) {
+    const GrowthEntry &g = r.growth[v.graph_offenders[k]];
+    std::string holder = g.holders.empty() || g.holders[0].chain.empty()
+                             ? std::string("?")
+                             : clean(g.holders[0].chain.front());
+    c.details += fmt("  autograd graph growing %.1f node(s)/step (%" PRIu64 " nodes) held by %s\n",
+                     g.graph_nodes_per_step, g.graph_nodes, holder.c_str());
+    c.details += stack_lines(g.frames, g.python_frames);
+  }
   return c;
 }
 

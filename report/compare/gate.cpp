@@ -26,6 +26,11 @@ GateVerdict evaluate_gate(const Report &r, const GateLimits &limits, const Basel
       ++v.excused_growth_sites;
       continue;
     }
+    // A growing autograd graph fails the gate whatever its bytes.
+    if (r.growth[i].kind == kGraphGrowthKind) {
+      v.graph_offenders.push_back(i);
+      continue;
+    }
     // Shrinking or flat "growth" entries cannot fail a growth limit.
     if (r.growth[i].bytes_per_step <= 0) continue;
     v.counted_growth_bytes_per_step += r.growth[i].bytes_per_step;
@@ -57,6 +62,9 @@ GateVerdict evaluate_gate(const Report &r, const GateLimits &limits, const Basel
   } else {
     v.growth_offenders.clear();
   }
+  if (!v.graph_offenders.empty())
+    v.reasons.push_back(std::to_string(v.graph_offenders.size()) +
+                        " autograd graph(s) growing step after step" + known);
   if (limits.fail_on_degraded) {
     for (const std::string &d : r.process.degraded) v.reasons.push_back("degraded: " + d);
   }

@@ -35,6 +35,7 @@ struct GateVerdict {
   size_t excused_growth_sites = 0;
   std::vector<size_t> leak_offenders;    // indices into Report::leaks, bytes descending
   std::vector<size_t> growth_offenders;  // indices into Report::growth, rate descending
+  std::vector<size_t> graph_offenders;   // ... its growing autograd graphs (no limit)
   std::vector<std::string> reasons;      // one line each, empty when passing
 };
 

@@ -76,6 +76,16 @@ struct HeldStorage {
   uint32_t chain = 0;  // index into HolderScan::chains
 };
 
+// An autograd graph the scan found, owned by the tensor whose grad_fn
+// reached it first (docs/holders.md, "Growing autograd graphs").
+struct GraphOwner {
+  // Root first, down to the owner and its `.grad_fn (X)` step.
+  std::vector<std::string> chain;
+  uint64_t nodes = 0;  // graph nodes reached first through it
+  uint64_t bytes = 0;  // CUDA bytes of the storages its nodes keep
+  uint64_t addr = 0;   // the owner tensor's own storage (0: not on the GPU)
+};
+
 // The holder scan at the latest safe point of a Python process (empty
 // elsewhere, and in a replayed history without a Verdict chunk).
 struct HolderScan {
@@ -84,6 +94,19 @@ struct HolderScan {
   bool partial = false;  // stopped at its time budget
   std::vector<std::vector<std::string>> chains;
   std::vector<HeldStorage> storages;
+  std::vector<GraphOwner> graphs;  // the largest autograd graphs, largest first
+};
+
+// One graph owner across the step scans: a loss summed with its graph adds
+// nodes step after step while its GPU bytes hardly move.
+struct GraphSample {
+  uint64_t step = 0, nodes = 0, bytes = 0;
+};
+struct GraphSeries {
+  std::vector<std::string> chain;    // GraphOwner::chain, the same at every scan
+  StackId stack = 0;                 // the allocation holding the owner tensor,
+  PyStackId pystack = 0;             // where known (0 = none)
+  std::vector<GraphSample> samples;  // by step
 };
 
 // What held one allocation site's memory at the latest scan before exit
@@ -204,6 +227,7 @@ struct AnalysisInput {
   std::vector<Mark> marks;                // oldest first (history files only)
   HolderScan holders;                     // Python processes: who holds the live memory
   std::vector<SiteHolders> site_holders;  // ... per site, at the scans before exit
+  std::vector<GraphSeries> graph_series;  // ... autograd graphs, at the step scans
   std::vector<VmmMap> vmm_maps;           // ascending by va: places storages in VMM handles
 };
 

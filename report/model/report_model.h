@@ -54,6 +54,10 @@ struct Summary {
   // Interval reports (trigger "stop") and shims attached late only.
   uint64_t preexisting_frees = 0;
   uint64_t preexisting_freed_bytes = 0;
+  // cached_bytes split by the holder scan (Python processes): inside live
+  // tensors (also listed in `reachable`), and free.
+  uint64_t cached_in_tensors_bytes = 0;
+  uint64_t cached_free_bytes = 0;
 };
 
 struct LeakEntry {
@@ -69,6 +73,9 @@ struct LeakEntry {
   std::vector<Holder> holders;  // largest first
 };
 
+// GrowthEntry::kind of a growing autograd graph (docs/holders.md).
+inline constexpr const char *kGraphGrowthKind = "autograd-graph";
+
 struct GrowthEntry {
   double bytes_per_step = 0;
   int64_t growth_bytes = 0;
@@ -80,6 +87,10 @@ struct GrowthEntry {
   std::vector<PythonFrame> python_frames;
   std::optional<Hint> hint;
   std::vector<Holder> holders;
+  // kind "autograd-graph" only (docs/holders.md): the graph's nodes at the
+  // last step scan, and how many it gained per step.
+  uint64_t graph_nodes = 0;
+  double graph_nodes_per_step = 0;
 };
 
 struct SiteTotal {

@@ -311,6 +311,10 @@ void read_report(const json &j, Report &r) {
   m.overhead.seconds_in_torchseal = get_num(o, "summary.overhead", "seconds_in_torchseal");
 
   if (s.contains("reachable_bytes")) m.reachable_bytes = get_u64(s, "summary", "reachable_bytes");
+  if (s.contains("cached_in_tensors_bytes")) {
+    m.cached_in_tensors_bytes = get_u64(s, "summary", "cached_in_tensors_bytes");
+    m.cached_free_bytes = get_u64(s, "summary", "cached_free_bytes");
+  }
   if (s.contains("preexisting_frees")) {
     m.preexisting_frees = get_u64(s, "summary", "preexisting_frees");
     m.preexisting_freed_bytes = get_u64(s, "summary", "preexisting_freed_bytes");
@@ -356,6 +360,10 @@ void read_report(const json &j, Report &r) {
     g.python_frames = read_python(e, pth, "python_frames");
     g.hint = read_hint(e, pth);
     g.holders = read_holders(e, pth);
+    if (g.kind == kGraphGrowthKind) {
+      g.graph_nodes = get_u64(e, pth, "graph_nodes");
+      g.graph_nodes_per_step = get_num(e, pth, "graph_nodes_per_step");
+    }
     r.growth.push_back(std::move(g));
   }
 
@@ -461,7 +469,11 @@ std::string report_to_json(const Report &r) {
   // Section 9 keys appear in reports of Python processes only, so a native
   // program's report stays byte-identical to the section 5 contract.
   const bool python = !r.process.python.empty() || !r.reachable.empty();
-  if (python) s["reachable_bytes"] = m.reachable_bytes;
+  if (python) {
+    s["reachable_bytes"] = m.reachable_bytes;
+    s["cached_in_tensors_bytes"] = m.cached_in_tensors_bytes;
+    s["cached_free_bytes"] = m.cached_free_bytes;
+  }
   // Only where an interval or a late attachment made pre-existing memory, so
   // other reports keep their keys.
   if (r.trigger == "stop" || m.preexisting_frees) {
@@ -505,6 +517,10 @@ std::string report_to_json(const Report &r) {
     e["python_frames"] = python_json(g.python_frames);
     e["hint"] = hint_json(g.hint);
     if (python) e["holders"] = holders_json(g.holders);
+    if (g.kind == kGraphGrowthKind) {
+      e["graph_nodes"] = g.graph_nodes;
+      e["graph_nodes_per_step"] = finite(g.graph_nodes_per_step);
+    }
     growth.push_back(std::move(e));
   }
   j["growth"] = std::move(growth);

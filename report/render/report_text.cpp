@@ -222,6 +222,18 @@ std::string report_to_text(const Report &r) {
   }
 
   for (const GrowthEntry &g : r.growth) {
+    if (g.kind == kGraphGrowthKind) {
+      // Nodes, not bytes: its GPU memory may hardly move (docs/holders.md).
+      out += format("\nGrowing autograd graph: %" PRIu64 " node(s), %.1f node(s)/step over %" PRIu64
+                    " step scan(s), r=%.3f, GPU %+" PRId64
+                    " byte(s); the tensor holding it was "
+                    "allocated from:\n",
+                    g.graph_nodes, g.graph_nodes_per_step, g.steps, g.r, g.growth_bytes);
+      append_frames(out, g.frames, g.python_frames, is_python_site(r, g.python_frames), "    ",
+                    cwd);
+      append_holders(out, g.holders, "    ");
+      continue;
+    }
     out += format("\nGrowing site (%s, %s): %+" PRId64 " byte(s) over %" PRIu64
                   " step(s), %.1f byte(s)/step, r=%.3f, allocated from:\n",
                   clean(g.kind).c_str(), clean(g.api).c_str(), g.growth_bytes, g.steps,
@@ -262,6 +274,10 @@ std::string report_to_text(const Report &r) {
     out += "\n" + tag + u64(r.summary.cached_bytes) +
            " byte(s) held by PyTorch's caching allocator " + at_end +
            " (cached, not counted as leaks)\n";
+    if (r.summary.cached_in_tensors_bytes > 0)
+      out += tag + "  of which " + u64(r.summary.cached_in_tensors_bytes) +
+             " byte(s) in tensors Python still holds (listed as reachable), " +
+             u64(r.summary.cached_free_bytes) + " free\n";
   }
   if (r.summary.reachable_bytes > 0) {
     out += (r.summary.cached_bytes > 0 ? "" : "\n") + tag + u64(r.summary.reachable_bytes) +

@@ -4,6 +4,7 @@
 
 #include "report/analysis/analysis.h"
 #include "report/analysis/holders.h"
+#include "report/compare/gate.h"
 #include "report/render/html_report.h"
 #include "report/render/report_json.h"
 #include "report/render/report_text.h"
@@ -116,7 +117,7 @@ TEST_CASE("growing sites get the holders of their live blocks", "[holders]") {
   f.in.holders.done = true;
   for (uint64_t step = 1; step <= 12; ++step) {
     StepSample s;
-    s.step = step;
+    s.step = step + 1;
     s.sites.push_back({1, 0, ApiId::cudaMallocAsync, Family::StreamOrdered, step * 4096, step});
     f.in.steps.push_back(s);
     f.live(0x10000 * step, 4096, 1);
@@ -249,10 +250,114 @@ TEST_CASE("expandable segments: a held handle is reachable at exit, an unmapped 
   REQUIRE(r.leaks.size() == 1);
   CHECK(r.leaks[0].frames[0].function == "alloc_b");
 
-  // PyTorch's expandable segments are its cache at exit, as segments are.
+  // PyTorch's expandable segments are its cache at exit, as segments are;
+  // the tensor inside the mapped handle is listed as reachable, by its bytes.
   f.in.torch_caching_allocator = true;
   Report torch = analyze(f.in, f.sym);
   CHECK(torch.summary.cached_bytes == (4 << 20));
-  CHECK(torch.reachable.empty());
+  CHECK(torch.summary.cached_in_tensors_bytes == 4096);
+  REQUIRE(torch.reachable.size() == 1);
+  CHECK(torch.reachable[0].bytes == 4096);
   CHECK(torch.leaks.empty());
+}
+
+TEST_CASE("segments mode: tensors inside a cached segment are reachable, the rest free cache",
+          "[holders]") {
+  Fixture f;
+  f.in.torch_caching_allocator = true;
+  f.in.holders.done = f.in.holders.at_exit = true;
+  f.live(0x1000000, 20 << 20, 1, ApiId::cudaMalloc);  // one 20 MiB segment
+  f.live(0x4000000, 2 << 20, 2, ApiId::cudaMalloc);   // a segment nothing holds
+  uint32_t kept = f.chain({"global 'kept' (list) in k.py", "[0..1]", "Tensor float32 (512, 1024)"});
+  f.held(0x1000000, 2 << 20, kept);
+  f.held(0x1200000, 2 << 20, kept);
+  Report r = analyze(f.in, f.sym);
+  CHECK(r.leaks.empty());
+  CHECK(r.summary.cached_bytes == (22u << 20));
+  CHECK(r.summary.cached_in_tensors_bytes == (4u << 20));
+  CHECK(r.summary.cached_free_bytes == (18u << 20));
+  REQUIRE(r.reachable.size() == 1);
+  CHECK(r.reachable[0].bytes == (4u << 20));
+  CHECK(r.reachable[0].allocations == 2);
+  CHECK(r.reachable[0].frames[0].function == "alloc_a");
+  REQUIRE(r.reachable[0].holders.size() == 1);
+  CHECK(r.reachable[0].holders[0].chain[0] == "global 'kept' (list) in k.py");
+  Report back;
+  std::string error;
+  REQUIRE(report_from_json(report_to_json(r), back, error));
+  CHECK(back.summary.cached_in_tensors_bytes == (4u << 20));
+  CHECK(back.summary.cached_free_bytes == (18u << 20));
+  CHECK(report_to_text(r).find("of which 4194304 byte(s) in tensors") != std::string::npos);
+}
+
+TEST_CASE("segments mode without a scan: all of the cache is free", "[holders]") {
+  Fixture f;
+  f.in.torch_caching_allocator = true;
+  f.live(0x1000000, 20 << 20, 1, ApiId::cudaMalloc);
+  Report r = analyze(f.in, f.sym);
+  CHECK(r.reachable.empty());
+  CHECK(r.summary.cached_in_tensors_bytes == 0);
+  CHECK(r.summary.cached_free_bytes == (20u << 20));
+}
+
+namespace {
+GraphSeries series(std::vector<std::pair<uint64_t, uint64_t>> step_nodes) {
+  GraphSeries g;
+  g.chain = {"global 'total_loss' (Tensor) in s.py", ".grad_fn (AddBackward0)"};
+  g.stack = 1;
+  for (auto [step, nodes] : step_nodes) g.samples.push_back({step, nodes, 4});
+  return g;
+}
+}  // namespace
+
+TEST_CASE("a graph that grows at every step scan is a growth entry of kind autograd-graph",
+          "[holders]") {
+  Fixture f;
+  f.in.graph_series.push_back(series({{1, 8}, {2, 16}, {4, 32}, {8, 64}, {16, 128}}));
+  // Sizes that follow the data: the last rising run has 3 scans only.
+  f.in.graph_series.push_back(series({{1, 8}, {2, 16}, {4, 12}, {8, 20}, {16, 24}}));
+  f.in.graph_series.back().chain[0] = "global 'loss' (Tensor) in s.py";
+  // Constant: a correct loop's loss.
+  f.in.graph_series.push_back(series({{1, 8}, {2, 8}, {4, 8}, {8, 8}, {16, 8}}));
+  f.in.graph_series.back().chain[0] = "global 'out' (Tensor) in s.py";
+  Report r = analyze(f.in, f.sym);
+  REQUIRE(r.growth.size() == 1);
+  const GrowthEntry &g = r.growth[0];
+  CHECK(g.kind == "autograd-graph");
+  CHECK(g.graph_nodes == 128);
+  CHECK(g.graph_nodes_per_step == Approx(8.0));
+  CHECK(g.steps == 5);
+  CHECK(g.growth_bytes == 0);
+  CHECK(g.frames[0].function == "alloc_a");
+  REQUIRE(g.holders.size() == 1);
+  CHECK(g.holders[0].chain.front() == "global 'total_loss' (Tensor) in s.py");
+  CHECK(g.holders[0].chain.back() == "autograd graph of 128 nodes");
+  Report back;
+  std::string error;
+  REQUIRE(report_from_json(report_to_json(r), back, error));
+  REQUIRE(back.growth.size() == 1);
+  CHECK(back.growth[0].graph_nodes == 128);
+  CHECK(back.growth[0].graph_nodes_per_step == Approx(8.0));
+  CHECK(report_to_text(r).find("Growing autograd graph: 128 node(s)") != std::string::npos);
+  GateVerdict v = evaluate_gate(r, {}, nullptr);
+  CHECK_FALSE(v.pass);
+  CHECK(v.graph_offenders.size() == 1);
+}
+
+TEST_CASE("a growing graph whose holder already holds a growing site is not listed again",
+          "[holders]") {
+  Fixture f;
+  f.in.graph_series.push_back(series({{1, 8}, {2, 16}, {4, 32}, {8, 64}}));
+  f.in.site_holders.push_back(
+      {1, 0, ApiId::cudaMallocAsync, Family::StreamOrdered,
+       {{{"global 'total_loss' (Tensor) in s.py", ".grad_fn (AddBackward0)", "Tensor"}, 1, 1}}});
+  for (uint64_t step = 0; step < 12; ++step) {
+    StepSample s;
+    s.step = step + 1;
+    s.sites.push_back({1, 0, ApiId::cudaMallocAsync, Family::StreamOrdered, (step + 1) << 20});
+    f.in.steps.push_back(s);
+  }
+  Report r = analyze(f.in, f.sym);
+  REQUIRE(r.growth.size() == 1);
+  CHECK(r.growth[0].kind == "stream-ordered");
 }

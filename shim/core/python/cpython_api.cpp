@@ -30,6 +30,7 @@ bool load(CApi &api) {
          get(api.inc_ref, "Py_IncRef") && get(api.dec_ref, "Py_DecRef") &&
          get(api.err_fetch, "PyErr_Fetch") && get(api.err_restore, "PyErr_Restore") &&
          get(api.err_clear, "PyErr_Clear") && get(api.cfunction_new, "PyCFunction_NewEx") &&
+         get(api.object_repr, "PyObject_Repr") && get(api.unicode_as_utf8, "PyUnicode_AsUTF8") &&
          get(api.none, "_Py_NoneStruct");
 }
 

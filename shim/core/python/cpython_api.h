@@ -38,6 +38,8 @@ struct CApi {
   void (*err_restore)(Obj *, Obj *, Obj *) = nullptr;
   void (*err_clear)() = nullptr;
   Obj *(*cfunction_new)(MethodDef *, Obj *, Obj *) = nullptr;  // PyCFunction_NewEx
+  Obj *(*object_repr)(Obj *) = nullptr;                        // PyObject_Repr
+  const char *(*unicode_as_utf8)(Obj *) = nullptr;             // PyUnicode_AsUTF8
   Obj *none = nullptr;                                         // &_Py_NoneStruct
 
   // True when the interpreter can run code now (initialised, not finalizing).

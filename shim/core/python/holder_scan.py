@@ -7,6 +7,14 @@
 # no tensor to find), never calls a CUDA operation (it reads metadata:
 # is_cuda, data_ptr, nbytes, dtype, shape) and stops at its time budget.
 #
+# It runs none of the program's Python code: every read goes through the C
+# implementation of the base type (dict.items, list.copy, the type's own
+# __dict__ descriptor, TensorBase's getters with __torch_function__ off), never
+# through an attribute lookup a class can override. A lazy module's
+# __getattr__, a lazy mapping's items() (transformers imports its whole model
+# zoo from there), a proxy's __class__ or a metaclass's __getattribute__ are
+# never called, so no object can raise into the scan or make it slow.
+#
 # A breadth-first search from the roots (every thread's frame locals,
 # exception tracebacks, module globals and the classes they name) over
 # containers, object attributes, nn.Module parameters/buffers/children,
@@ -17,11 +25,17 @@
 # scan() returns bytes, one record per line, fields separated by \x1f:
 #   G <group> <step>...        a holder's chain, root first
 #   S <data_ptr hex> <nbytes> <group>   one storage and its holder
-#   M <key> <value>            counters (visited, ms, partial)
+#   N <nodes> <bytes> <data_ptr hex> <step>...  a tensor's autograd graph: the
+#                              nodes (and CUDA bytes) reached first through it,
+#                              the tensor's own storage, its chain
+#   E <type> <message> <where> the scan failed: the exception and its place
+#   M <key> <value>            counters (visited, skipped, ms, partial)
 
+import collections
 import gc
 import sys
 import time
+import types
 import warnings
 
 _SEP = "\x1f"
@@ -34,6 +48,21 @@ _MAX_CHAIN = 14  # steps shown; longer chains keep both ends
 # nodes are always followed.
 _LIBRARY_DEPTH = 3
 _UNBOUNDED = 1 << 30
+# Graph owners reported (N records): the largest, and only real graphs.
+_MAX_GRAPHS = 32
+_MIN_GRAPH_NODES = 4
+
+# The C implementations every read goes through (see the header).
+_type_mro = type.__dict__["__mro__"].__get__
+_type_dict = type.__dict__["__dict__"].__get__
+_type_name = type.__dict__["__name__"].__get__
+_type_qualname = type.__dict__["__qualname__"].__get__
+_module_dict = types.ModuleType.__dict__["__dict__"].__get__
+_dict_items = dict.items
+_list_copy = list.copy
+_GETSET = types.GetSetDescriptorType
+_exc_get = {n: BaseException.__dict__[n].__get__
+            for n in ("__traceback__", "__context__", "__cause__", "args")}
 
 
 def _clean(text):
@@ -41,29 +70,57 @@ def _clean(text):
 
 
 def _basename(path):
-    path = str(path or "?")
+    path = path if type(path) is str else "?"
     return path[path.rfind("/") + 1:]
 
 
-def _tensor_text(t):
+def _name(t):
     try:
-        shape = tuple(t.shape)
-        dtype = str(t.dtype).replace("torch.", "")
+        return _type_name(t)
+    except Exception:  # noqa: BLE001 - not a type
+        return "?"
+
+
+def _lookup(t, name):
+    # The class attribute `name` of type t, read from the type dicts of its
+    # MRO (what type.__getattribute__ does, without a metaclass's override).
+    for klass in _type_mro(t):
+        d = _type_dict(klass)
+        if name in d:
+            return d[name]
+    return None
+
+
+def _instance_dict(o, t):
+    # o.__dict__ through the type's own descriptor (never a property or a
+    # __getattribute__ of the class); None if it has none.
+    desc = _lookup(t, "__dict__")
+    if type(desc) is not _GETSET:
+        return None
+    d = desc.__get__(o, t)
+    return d if type(d) is dict else None
+
+
+def _tensor_text(search, t):
+    try:
+        shape = tuple(search.t_shape(t))
+        dtype = str(search.t_dtype(t)).replace("torch.", "")
     except Exception:  # noqa: BLE001 - a subclass with odd metadata
-        return type(t).__name__
-    return "%s %s %s" % (type(t).__name__, dtype, shape)
+        return _name(type(t))
+    return "%s %s %s" % (_name(type(t)), dtype, shape)
 
 
-def _key_text(k, tensor_type):
-    if isinstance(k, str):
-        return "[%r]" % (k[:40],)
-    if isinstance(k, bool) or k is None:
+def _key_text(search, k):
+    t = type(k)
+    if issubclass(t, str):
+        return "[%r]" % (str.__str__(k)[:40],)
+    if t is bool or k is None:
         return "[%r]" % (k,)
-    if isinstance(k, int):
-        return "[%d]" % k
-    if tensor_type is not None and isinstance(k, tensor_type):
-        return "[<%s>]" % _tensor_text(k)
-    return "[<%s>]" % type(k).__name__
+    if issubclass(t, int):
+        return "[%s]" % int.__repr__(k)
+    if search.tensor in _type_mro(t):
+        return "[<%s>]" % _tensor_text(search, k)
+    return "[<%s>]" % _name(t)
 
 
 def _frame_text(frame):
@@ -72,24 +129,48 @@ def _frame_text(frame):
     return name, "%s:%d" % (_basename(code.co_filename), frame.f_lineno or 0)
 
 
-def _user_module(mod, prefixes):
-    f = getattr(mod, "__file__", None)
-    return bool(f) and not any(str(f).startswith(p) for p in prefixes)
+def _module_file(d):
+    f = d.get("__file__")
+    return f if type(f) is str else None
 
 
 # Kinds of objects, decided once per type; from _OBJ on, generic objects.
 _SKIP, _TENSOR, _NODE, _DICT, _SEQ, _SET, _NNMOD, _OBJ, _REFS, _FRAME, _TB, _EXC = range(12)
-_ATOMIC = (str, bytes, bytearray, int, float, complex, bool, type(None), type, type(sys),
-           type(len), type(_clean), type(_clean.__code__), memoryview, range, slice,
-           type(Ellipsis), property, staticmethod, classmethod)
+_ATOMIC = (str, bytes, bytearray, int, float, complex, bool, type(None), type, types.ModuleType,
+           memoryview, range, slice, type(Ellipsis), property, staticmethod, classmethod)
+# Never followed: code and callables (what they reach is reached as globals),
+# descriptors, weak references and proxies (they hold nothing), suspended
+# generators (their frames are not the program's roots).
+_SKIPPED = frozenset([
+    types.FunctionType, types.BuiltinFunctionType, types.MethodType, types.CodeType,
+    types.CellType, types.GetSetDescriptorType, types.MemberDescriptorType,
+    types.WrapperDescriptorType, types.MethodDescriptorType, types.MethodWrapperType,
+    types.ClassMethodDescriptorType, types.MappingProxyType, types.GeneratorType,
+    types.CoroutineType, types.AsyncGeneratorType, type(sys.getrefcount),
+    __import__("weakref").ref, __import__("weakref").ProxyType,
+    __import__("weakref").CallableProxyType])
+_FRAME_TYPE = types.FrameType
+_TB_TYPE = types.TracebackType
 
 
 class _Search:
     def __init__(self, torch, deadline):
         self.torch = torch
         self.tensor = torch.Tensor
-        nn = getattr(torch, "nn", None)
-        self.nn_module = getattr(nn, "Module", None) if nn else None
+        base = getattr(torch._C, "TensorBase", None) or getattr(torch._C, "_TensorBase")
+        tb = _type_dict(base)
+        self.t_is_cuda = tb["is_cuda"].__get__
+        self.t_is_leaf = tb["is_leaf"].__get__
+        self.t_grad = tb["grad"].__get__
+        self.t_grad_fn = tb["grad_fn"].__get__
+        self.t_shape = tb["shape"].__get__
+        self.t_dtype = tb["dtype"].__get__
+        self.t_storage = tb["untyped_storage"]
+        sb = _type_dict(torch._C.StorageBase)
+        self.s_data_ptr = sb["data_ptr"]
+        self.s_nbytes = sb["nbytes"]
+        nn = sys.modules.get("torch.nn.modules.module")
+        self.nn_module = _module_dict(nn).get("Module") if nn is not None else None
         self.deadline = deadline
         self.kinds = {}
         self.skip = set()  # types of kind _SKIP: tested inline before add()
@@ -103,40 +184,39 @@ class _Search:
         self.queue = []
         self.head = 0
         self.storages = {}  # data_ptr -> (nbytes, index of the tensor)
+        self.graph_of = {}  # autograd node index -> index of the tensor owning its graph
+        self.graph_nodes = {}  # owner tensor index -> nodes reached first through it
         self.partial = False
+        self.skipped = 0    # objects that raised when read, and were left out
+        self.odd_modules = []  # (name, object) of sys.modules entries that are no module
         self.snapshots = []  # frame-locals dicts built by this scan (3.10-3.12)
 
     def kind(self, t):
         k = self.kinds.get(t)
         if k is not None:
             return k
-        if issubclass(t, _ATOMIC):
+        mro = _type_mro(t)
+        if t in _SKIPPED or issubclass(t, _ATOMIC):
             k = _SKIP
-        elif issubclass(t, self.tensor):
+        elif self.tensor in mro:
             k = _TENSOR
-        elif hasattr(t, "next_functions") and hasattr(t, "register_hook"):
+        elif _lookup(t, "next_functions") is not None and _lookup(t, "register_hook") is not None:
             k = _NODE
         elif issubclass(t, dict):
             k = _DICT
-        elif issubclass(t, (list, tuple)) or t.__name__ == "deque":
+        elif issubclass(t, (list, tuple, collections.deque)):
             k = _SEQ
         elif issubclass(t, (set, frozenset)):
             k = _SET
-        elif self.nn_module is not None and issubclass(t, self.nn_module):
+        elif self.nn_module is not None and self.nn_module in mro:
             k = _NNMOD
-        elif t is type(sys._getframe()):
+        elif t is _FRAME_TYPE:
             k = _FRAME
-        elif t.__name__ == "traceback" and hasattr(t, "tb_frame"):
+        elif t is _TB_TYPE:
             k = _TB
         elif issubclass(t, BaseException):
             k = _EXC
-        elif t.__module__ == "builtins" and t.__name__ in (
-                "function", "builtin_function_or_method", "method", "code", "cell",
-                "getset_descriptor", "member_descriptor", "wrapper_descriptor",
-                "method_descriptor", "weakref", "weakproxy", "weakcallableproxy",
-                "generator", "coroutine", "async_generator", "mappingproxy"):
-            k = _SKIP
-        elif hasattr(t, "__dict__") and "__dict__" in dir(t):
+        elif type(_lookup(t, "__dict__")) is _GETSET:
             k = _OBJ
         else:
             k = _REFS
@@ -147,14 +227,19 @@ class _Search:
 
     def add(self, obj, parent, label):
         # label: a str, or a (format, args...) tuple formatted only if the
-        # object ends up on a reported chain (most never do).
+        # object ends up on a reported chain (most never do). Types among the
+        # args are shown by name.
         i = id(obj)
         if i in self.seen:
             return
         t = type(obj)
         k = self.kinds.get(t)
         if k is None:
-            k = self.kind(t)
+            try:
+                k = self.kind(t)
+            except Exception:  # noqa: BLE001 - a type that cannot be read
+                self.kinds[t] = k = _SKIP
+                self.skipped += 1
         if k == _SKIP:
             return
         d = self.depth[parent] - 1 if parent >= 0 else self.root_depth
@@ -168,22 +253,39 @@ class _Search:
         self.label.append(label)
         self.depth.append(d)
         self.queue.append(len(self.objs) - 1)
+        if parent >= 0:
+            # The tensor whose grad_fn leads here first owns the graph, and
+            # what its nodes reach (saved tensors, their own graphs).
+            owner = self.graph_of.get(parent)
+            if owner is None and k == _NODE and self.kinds.get(type(self.objs[parent])) == _TENSOR:
+                owner = parent
+            if owner is not None:
+                self.graph_of[len(self.objs) - 1] = owner
+                if k == _NODE:
+                    self.graph_nodes[owner] = self.graph_nodes.get(owner, 0) + 1
+
+    def add_items(self, items, parent, label_of):
+        skip = self.skip
+        for key, val in items:
+            if type(val) not in skip:
+                self.add(val, parent, label_of(key, val))
 
     def add_frame_locals(self, frame, parent, where):
         name, pos = _frame_text(frame)
-        try:
-            loc = frame.f_locals
-        except Exception:  # noqa: BLE001
-            return
+        loc = frame.f_locals
         if type(loc) is dict and frame.f_code.co_flags & 1:  # CO_OPTIMIZED: a snapshot
             self.snapshots.append(loc)
-        try:
-            items = list(loc.items())
-        except Exception:  # noqa: BLE001
-            return
+        items = list(_dict_items(loc) if type(loc) is dict else loc.items())
         for var, val in items:
-            self.add(val, parent, ("%s() local '%s' (%s) at %s%s", name, var,
-                                   type(val).__name__, pos, where))
+            self.add(val, parent, ("%s() local '%s' (%s) at %s%s", name, var, type(val), pos,
+                                   where))
+
+    def guarded(self, fn, *args):
+        # One root that cannot be read never ends the scan.
+        try:
+            fn(*args)
+        except Exception:  # noqa: BLE001
+            self.skipped += 1
 
     def roots(self, own_globals):
         # Frame locals of every thread, innermost frame first.
@@ -192,163 +294,179 @@ class _Search:
                 # Module and class bodies (not CO_OPTIMIZED): their names are
                 # globals and class attributes, reached below with those names.
                 if frame.f_globals is not own_globals and frame.f_code.co_flags & 1:
-                    self.add_frame_locals(frame, -1, "")
+                    self.guarded(self.add_frame_locals, frame, -1, "")
                 frame = frame.f_back
         # Exceptions being handled, or left by the last uncaught one.
         excs = []
         cur = getattr(sys, "_current_exceptions", None)
         if cur is not None:
-            try:
-                for e in cur().values():
-                    excs.append(e[1] if isinstance(e, tuple) else e)
-            except Exception:  # noqa: BLE001
-                pass
+            for e in cur().values():
+                excs.append(e[1] if type(e) is tuple else e)
         excs.append(sys.exc_info()[1])
-        excs.append(getattr(sys, "last_value", None))
-        excs.append(getattr(sys, "last_exc", None))
+        excs.append(sys.__dict__.get("last_value"))
+        excs.append(sys.__dict__.get("last_exc"))
         for e in excs:
             if e is not None:
-                self.add(e, -1, "exception %s" % type(e).__name__)
-        tb = getattr(sys, "last_traceback", None)
+                self.add(e, -1, ("exception %s", type(e)))
+        tb = sys.__dict__.get("last_traceback")
         if tb is not None:
             self.add(tb, -1, "sys.last_traceback")
-        # The program's own modules, then (see scan) the libraries'.
+        # The program's own modules, then (see scan) the libraries'. A module
+        # is read through its own dict: a lazy module's __getattr__ would
+        # import (transformers) or raise.
         prefixes = tuple({p for p in (sys.prefix, sys.base_prefix, sys.exec_prefix) if p})
-        mods = [m for m in list(sys.modules.values()) if m is not None]
-        mods.sort(key=lambda m: m.__name__ != "__main__")
-        user = [m for m in mods if m.__name__ == "__main__" or _user_module(m, prefixes)]
+        user, library = [], []
+        for key, mod in list(_dict_items(sys.modules)):
+            if mod is None or type(key) is not str:
+                continue
+            if not issubclass(type(mod), types.ModuleType):
+                # Something a library put in sys.modules: a library root.
+                self.odd_modules.append((key, mod))
+                continue
+            d = _module_dict(mod)
+            name = d.get("__name__")
+            name = name if type(name) is str else key
+            f = _module_file(d)
+            own = name == "__main__" or (f is not None and not f.startswith(prefixes))
+            (user if own else library).append((name, d))
+        user.sort(key=lambda m: m[0] != "__main__")
         self.module_roots(user, own_globals)
-        return [m for m in mods if not (m.__name__ == "__main__" or _user_module(m, prefixes))]
+        return library
 
     def module_roots(self, mods, own_globals, user=True):
-        for mod in mods:
-            try:
-                d = vars(mod)
-            except TypeError:
-                continue
+        for name, d in mods:
             if d is own_globals:
                 continue
-            if mod.__name__ == "__main__":
+            if name == "__main__":
                 # runpy drops __main__.__file__ once the script returns (exit scan).
-                where = _basename(getattr(mod, "__file__", None) or
+                where = _basename(_module_file(d) or
                                   (sys.argv[0] if sys.argv and sys.argv[0] else "__main__"))
             else:
-                where = mod.__name__
+                where = name
             skip = self.skip
-            for var, val in list(d.items()):
-                if type(val) in skip or var.startswith("__"):  # __builtins__, __spec__...
+            for var, val in list(_dict_items(d)):
+                is_class = issubclass(type(val), type)
+                if type(val) in skip and not (user and is_class):
                     continue
-                if isinstance(val, type):
+                if type(var) is not str or var.startswith("__"):  # __builtins__, __spec__...
+                    continue
+                if is_class:
                     # Class attributes of the classes the program defines.
-                    if user and getattr(val, "__module__", None) == mod.__name__:
-                        self.add_class(val, where)
+                    if user and _type_dict(val).get("__module__") == name:
+                        self.guarded(self.add_class, val, where)
                     continue
-                self.add(val, -1, ("global '%s' (%s) in %s", var, type(val).__name__, where))
+                self.add(val, -1, ("global '%s' (%s) in %s", var, type(val), where))
 
     def add_class(self, cls, where):
-        try:
-            attrs = list(vars(cls).items())
-        except TypeError:
-            return
-        for var, val in attrs:
-            if not var.startswith("__"):
-                self.add(val, -1, ("class attribute %s.%s.%s (%s)", where, cls.__qualname__, var,
-                                   type(val).__name__))
+        qual = _type_qualname(cls)
+        for var, val in list(_dict_items(dict(_type_dict(cls)))):
+            if type(var) is str and not var.startswith("__"):
+                self.add(val, -1, ("class attribute %s.%s.%s (%s)", where, qual, var, type(val)))
 
     def saved_attrs(self, t):
         names = self.saved_names.get(t)
         if names is None:
-            names = [n for n in dir(t) if n.startswith("_saved_")]
+            names = []
+            for klass in _type_mro(t):
+                names += [n for n in _type_dict(klass) if type(n) is str and
+                          n.startswith("_saved_") and n not in names]
             self.saved_names[t] = names
         return names
 
     def expand(self, i):
         o = self.objs[i]
-        k = self.kinds[type(o)]
+        t = type(o)
+        k = self.kinds[t]
         add = self.add
         if k == _TENSOR:
-            try:
-                cuda = o.is_cuda
-            except Exception:  # noqa: BLE001
-                cuda = False
-            if cuda:
+            if self.t_is_cuda(o):
                 try:
-                    s = o.untyped_storage()
-                    ptr, nbytes = s.data_ptr(), s.nbytes()
+                    s = self.t_storage(o)
+                    ptr, nbytes = self.s_data_ptr(s), self.s_nbytes(s)
                 except Exception:  # noqa: BLE001 - sparse, nested, fake tensors
                     ptr, nbytes = 0, 0
                 if ptr and ptr not in self.storages:
                     self.storages[ptr] = (nbytes, i)
-            try:
-                g = o.grad if o.is_leaf else None
-            except Exception:  # noqa: BLE001
-                g = None
+            g = self.t_grad(o) if self.t_is_leaf(o) else None
             if g is not None:
                 add(g, i, ".grad")
-            try:
-                fn = o.grad_fn
-            except Exception:  # noqa: BLE001
-                fn = None
+            fn = self.t_grad_fn(o)
             if fn is not None:
-                add(fn, i, (".grad_fn (%s)", type(fn).__name__))
+                add(fn, i, (".grad_fn (%s)", type(fn)))
         elif k == _NODE:
-            for n in self.saved_attrs(type(o)):
+            for n in self.saved_attrs(t):
                 try:
                     v = getattr(o, n)
                 except Exception:  # noqa: BLE001 - released after backward
                     continue
-                if isinstance(v, (tuple, list)):
+                if type(v) is tuple or type(v) is list:
                     for j, x in enumerate(v):
                         add(x, i, (".%s[%d]", n, j))
                 else:
                     add(v, i, "." + n)
-            var = getattr(o, "variable", None)  # AccumulateGrad: the leaf
-            if var is not None:
-                add(var, i, ".variable")
-            try:
-                nexts = o.next_functions
-            except Exception:  # noqa: BLE001
-                nexts = ()
-            for j, pair in enumerate(nexts):
+            if _lookup(t, "variable") is not None:  # AccumulateGrad: the leaf
+                var = o.variable
+                if var is not None:
+                    add(var, i, ".variable")
+            for j, pair in enumerate(o.next_functions):
                 f = pair[0]
                 if f is not None:
-                    add(f, i, (".next_functions[%d] (%s)", j, type(f).__name__))
+                    add(f, i, (".next_functions[%d] (%s)", j, type(f)))
         elif k == _DICT:
             tensor = self.tensor
             skip = self.skip
-            for key, val in list(o.items()):
+            for key, val in list(_dict_items(o)):
                 # Keys: only tensors (an optimizer's state is keyed by its
                 # parameters); other keys are ops, types, names.
-                if isinstance(key, tensor):
-                    add(key, i, ("key <%s>", type(key).__name__))
+                if tensor in _type_mro(type(key)):
+                    add(key, i, ("key <%s>", type(key)))
                 if type(val) not in skip:
                     add(val, i, (_KEY, key))
+            if t is not dict:
+                # A dict subclass's attributes (transformers' ModelOutput).
+                d = _instance_dict(o, t)
+                if d:
+                    self.add_items(list(_dict_items(d)), i,
+                                   lambda n, v: (".%s (%s)", n, type(v)))
         elif k == _SEQ:
+            if issubclass(t, list):
+                vals = _list_copy(o)
+            elif issubclass(t, tuple):
+                vals = list(tuple.__iter__(o))
+            else:
+                vals = list(collections.deque.__iter__(o))
             skip = self.skip
-            for j, val in enumerate(list(o)):
+            for j, val in enumerate(vals):
                 if type(val) not in skip:
                     add(val, i, ("[%d]", j))
         elif k == _SET:
+            vals = list(set.__iter__(o) if issubclass(t, set) else frozenset.__iter__(o))
             skip = self.skip
-            for val in list(o):
+            for val in vals:
                 if type(val) not in skip:
-                    add(val, i, ("{<%s>}", type(val).__name__))
+                    add(val, i, ("{<%s>}", type(val)))
         elif k == _NNMOD:
-            d = getattr(o, "__dict__", {})
+            d = _instance_dict(o, t) or {}
             for part in ("_parameters", "_buffers", "_modules"):
-                for name, val in list((d.get(part) or {}).items()):
-                    if val is not None:
-                        add(val, i, (".%s (%s)", name, type(val).__name__))
-            for name, val in list(d.items()):
+                sub = d.get(part)
+                if issubclass(type(sub), dict):
+                    for name, val in list(_dict_items(sub)):
+                        if val is not None:
+                            add(val, i, (".%s (%s)", name, type(val)))
+            for name, val in list(_dict_items(d)):
                 if name not in ("_parameters", "_buffers", "_modules"):
-                    add(val, i, (".%s (%s)", name, type(val).__name__))
+                    add(val, i, (".%s (%s)", name, type(val)))
         elif k == _OBJ:
-            try:
-                d = vars(o)
-            except TypeError:
-                d = {}
-            for name, val in list(d.items()):
-                add(val, i, (".%s (%s)", name, type(val).__name__))
+            d = _instance_dict(o, t)
+            if d:
+                for name, val in list(_dict_items(d)):
+                    add(val, i, (".%s (%s)", name, type(val)))
+            # What lies outside the __dict__ (a C type's fields: a
+            # functools.partial's arguments; __slots__); the attributes were
+            # reached first, under their names.
+            for v in gc.get_referents(o):
+                if v is not d and type(v) not in self.skip:
+                    add(v, i, ("<%s>", type(v)))
         elif k == _FRAME:
             self.add_frame_locals(o, i, " (in a traceback)")
         elif k == _TB:
@@ -357,14 +475,18 @@ class _Search:
                 add(o.tb_next, i, ".tb_next")
         elif k == _EXC:
             for name in ("__traceback__", "__context__", "__cause__"):
-                v = getattr(o, name, None)
+                v = _exc_get[name](o)
                 if v is not None:
                     add(v, i, "." + name)
-            for j, v in enumerate(o.args):
+            for j, v in enumerate(_exc_get["args"](o)):
                 add(v, i, (".args[%d]", j))
+            d = _instance_dict(o, t)
+            if d:
+                for name, val in list(_dict_items(d)):
+                    add(val, i, (".%s (%s)", name, type(val)))
         elif k == _REFS:
             for v in gc.get_referents(o):
-                add(v, i, ("<%s>", type(v).__name__))
+                add(v, i, ("<%s>", type(v)))
 
     def run(self):
         q = self.queue
@@ -377,17 +499,17 @@ class _Search:
             try:
                 self.expand(i)
             except Exception:  # noqa: BLE001 - one odd object never ends the scan
-                pass
+                self.skipped += 1
 
     def text(self, label):
         if type(label) is str:
             return label
         if label[0] is _KEY:
-            return _key_text(label[1], self.tensor)
-        return label[0] % label[1:]
+            return _key_text(self, label[1])
+        return label[0] % tuple(_name(a) if issubclass(type(a), type) else a for a in label[1:])
 
     def chain(self, i):
-        steps = [_tensor_text(self.objs[i])]
+        steps = [_tensor_text(self, self.objs[i])]
         while i >= 0:
             steps.append(self.text(self.label[i]))
             i = self.parent[i]
@@ -423,6 +545,13 @@ def _marked(steps):
     return out, marks
 
 
+def _shorten(steps):
+    if len(steps) > _MAX_CHAIN:
+        keep = _MAX_CHAIN // 2
+        steps = steps[:keep] + ["... %d more" % (len(steps) - 2 * keep)] + steps[-keep:]
+    return steps
+
+
 def _group(search):
     groups = {}   # shape -> [group id, steps, {position: (lo, hi, before, after)}]
     out = []
@@ -441,37 +570,99 @@ def _group(search):
         shown = list(steps)
         for pos, (lo, hi, before, after) in ranges.items():
             shown[pos] = before + ("%d" % lo if lo == hi else "%d..%d" % (lo, hi)) + after
-        if len(shown) > _MAX_CHAIN:
-            keep = _MAX_CHAIN // 2
-            shown = shown[:keep] + ["... %d more" % (len(shown) - 2 * keep)] + shown[-keep:]
-        out.append(_SEP.join(["G", str(gid)] + [_clean(s) for s in shown]))
+        out.append(_SEP.join(["G", str(gid)] + [_clean(s) for s in _shorten(shown)]))
     return out
+
+
+def _graphs(search):
+    # The largest autograd graphs and who owns them (a growing one, step
+    # after step, is a loss summed with its graph: docs/holders.md). The CUDA
+    # bytes are those of the storages reached through the graph's nodes.
+    owners = sorted(((n, i) for i, n in search.graph_nodes.items() if n >= _MIN_GRAPH_NODES),
+                    reverse=True)[:_MAX_GRAPHS]
+    if not owners:
+        return []
+    held = {i: 0 for _, i in owners}
+    for nbytes, i in search.storages.values():
+        owner = search.graph_of.get(i)
+        if owner in held:
+            held[owner] += nbytes
+    out = []
+    for n, i in owners:
+        o = search.objs[i]
+        ptr = 0
+        if search.t_is_cuda(o):
+            try:
+                ptr = search.s_data_ptr(search.t_storage(o))
+            except Exception:  # noqa: BLE001 - no storage of its own
+                pass
+        # The owner's chain, its tensor text replaced by the graph's first
+        # step: `global 'total' (Tensor) in t.py -> .grad_fn (AddBackward0)`.
+        steps, _ = _marked(search.chain(i)[:-1])
+        steps.append(".grad_fn (%s)" % _name(type(search.t_grad_fn(o))))
+        out.append(_SEP.join(["N", str(n), str(held[i]), "%x" % ptr] +
+                             [_clean(s) for s in _shorten(steps)]))
+    return out
+
+
+def _failure(e, stage):
+    # One line's worth: the exception, its type and where it was raised.
+    tb = e.__traceback__
+    where = "?"
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        where = "%s:%d in %s()" % (_basename(code.co_filename), tb.tb_lineno, code.co_name)
+        tb = tb.tb_next
+    try:
+        message = str(e)
+    except Exception:  # noqa: BLE001
+        message = "?"
+    return _SEP.join(["E", _clean(_name(type(e))), _clean(message)[:300],
+                      _clean("%s (while %s)" % (where, stage))])
 
 
 def scan(budget_seconds, libraries=True):
     t0 = time.monotonic()
     torch = sys.modules.get("torch")
-    if torch is None or not hasattr(torch, "Tensor"):
+    if torch is None or type(torch) is not types.ModuleType or "Tensor" not in _module_dict(torch):
         return ("M%storch%s0" % (_SEP, _SEP)).encode()
-    search = _Search(torch, t0 + budget_seconds)
+    search = None
+    stage = "starting"
     # One uninterrupted pass: no other Python thread mutates the containers
     # being walked, and no object dies mid-walk.
     interval = sys.getswitchinterval()
     sys.setswitchinterval(max(interval, 10.0))
     try:
-        with warnings.catch_warnings():
+        search = _Search(torch, t0 + budget_seconds)
+        # A tensor subclass's __torch_function__ would run for every getter.
+        no_torch_function = getattr(torch._C, "DisableTorchFunction", None) or \
+            torch._C.DisableTorchFunctionSubclass
+        with warnings.catch_warnings(), no_torch_function():
             # Reading attributes of deprecated objects must not print.
             warnings.simplefilter("ignore")
+            stage = "listing the roots"
             library_modules = search.roots(globals())
+            stage = "walking the program's objects"
             search.run()
             if libraries:
                 # Step scans leave them out: what grows across steps is held
                 # by the program, and the libraries' modules are most of a
                 # scan's time, which would space step scans far apart.
+                stage = "walking the libraries' modules"
                 search.root_depth = _LIBRARY_DEPTH
                 search.module_roots(library_modules, globals(), user=False)
+                for key, obj in search.odd_modules:
+                    search.add(obj, -1, ("sys.modules[%r] (%s)", key, type(obj)))
                 search.run()
-            lines = _group(search)
+            stage = "naming the holders"
+            lines = _group(search) + _graphs(search)
+    except KeyboardInterrupt:
+        # The program's Ctrl-C, not the scan's: raised again in the program.
+        import _thread
+        _thread.interrupt_main()
+        lines = [_SEP.join(["E", "KeyboardInterrupt", "interrupted", "(while %s)" % stage])]
+    except Exception as e:  # noqa: BLE001 - said in one line by the shim
+        lines = [_failure(e, stage)]
     finally:
         sys.setswitchinterval(interval)
         # A thread that asked for the GIL during the scan is still in a wait
@@ -487,11 +678,14 @@ def scan(budget_seconds, libraries=True):
         # A function frame's f_locals (3.10-3.12) is a snapshot dict the
         # frame keeps: left filled, it would keep this step's tensors alive
         # past their last use in the program.
-        for d in search.snapshots:
-            d.clear()
-        search.snapshots = []
-    lines.append("M%svisited%s%d" % (_SEP, _SEP, len(search.objs)))
+        if search is not None:
+            for d in search.snapshots:
+                d.clear()
+            search.snapshots = []
+    if search is not None:
+        lines.append("M%svisited%s%d" % (_SEP, _SEP, len(search.objs)))
+        lines.append("M%sskipped%s%d" % (_SEP, _SEP, search.skipped))
+        lines.append("M%spartial%s%d" % (_SEP, _SEP, 1 if search.partial else 0))
     lines.append("M%sms%s%.3f" % (_SEP, _SEP, (time.monotonic() - t0) * 1e3))
-    lines.append("M%spartial%s%d" % (_SEP, _SEP, 1 if search.partial else 0))
     del search
     return "\n".join(lines).encode("utf-8", "replace")

@@ -33,6 +33,10 @@ constexpr double kExitBudget = 10.0;
 constexpr double kStepShare = 0.05;
 // Sites remembered for growth holders: a program has far fewer growing sites.
 constexpr size_t kMaxSiteHolders = 4096;
+// Autograd graphs followed across step scans, and the samples kept per graph
+// (the newest: a growing graph is judged on the last ones).
+constexpr size_t kMaxGraphSeries = 64;
+constexpr size_t kMaxGraphSamples = 64;
 // How long a dump waits for the main thread to reach its pending call.
 constexpr auto kDumpWait = std::chrono::milliseconds(1000 + static_cast<int>(kDumpBudget * 1000));
 
@@ -49,6 +53,11 @@ struct State {
   // Per site, the newest scan before exit that found it held (growth
   // holders: see SiteHolders).
   std::vector<SiteHolders> site_holders;
+  // The autograd graphs each step scan found, by owner chain.
+  std::vector<GraphSeries> graph_series;
+  // The reason of the last failed scan: a new reason is a warning, the same
+  // one again only a debug line.
+  std::string last_failure;
   // (OOMs seen when it ran, what held the memory): OOM k gets the first
   // scan that saw more than k OOMs.
   std::vector<std::pair<uint64_t, std::vector<Holder>>> oom_scans;
@@ -93,17 +102,38 @@ bool run(const char *code, int mode) {
   return true;
 }
 
+// The exception pending after a failed call, as one line (its repr names
+// the type and the message); cleared.
+std::string take_exception() {
+  py::Obj *type, *value, *tb;
+  g_api.err_fetch(&type, &value, &tb);
+  std::string text = "an exception that could not be read";
+  if (py::Obj *o = value ? value : type) {
+    if (py::Obj *r = g_api.object_repr(o)) {
+      if (const char *s = g_api.unicode_as_utf8(r)) text = s;
+      g_api.dec_ref(r);
+    }
+  }
+  g_api.err_clear();
+  for (py::Obj *o : {type, value, tb})
+    if (o) g_api.dec_ref(o);
+  return text;
+}
+
 // GIL held. The namespace with the scan's code, and the atexit hook.
 bool prepare() {
   if (!g_ns) {
     g_ns = g_api.dict_new();
-    if (!g_ns || g_api.dict_set_item_string(g_ns, "__builtins__", g_api.eval_get_builtins()) != 0 ||
-        !run(py::kHolderScanSource, py::kFileInput)) {
-      g_api.err_clear();
-      log::warn("the holder scan could not start; reports name no Python holders");
+    py::Obj *r = nullptr;
+    if (g_ns && g_api.dict_set_item_string(g_ns, "__builtins__", g_api.eval_get_builtins()) == 0)
+      r = g_api.run_string(py::kHolderScanSource, py::kFileInput, g_ns, g_ns, nullptr);
+    if (!r) {
+      log::warn("the holder scan could not start (%s); reports name no Python holders",
+                take_exception().c_str());
       g_on.store(false);
       return false;
     }
+    g_api.dec_ref(r);
   }
   if (!g_exit_hook) {
     g_exit_hook = true;
@@ -144,8 +174,55 @@ void merge_site_holders(std::vector<SiteHolders> &into, std::vector<SiteHolders>
   }
 }
 
-// The scan's output (holder_scan.py's header) into a HolderScan.
-void parse(const char *data, size_t size, HolderScan &out, double &ms) {
+// A step scan's graphs, each placed in the live allocation holding its owner
+// tensor (its stack names the file the hint reads), added to their series.
+void add_graph_samples(std::vector<GraphSeries> &series, uint64_t step,
+                       const std::vector<GraphOwner> &graphs, const AnalysisInput &now) {
+  // One owner whatever its newest node: `total_loss += loss` turns the
+  // first step's AddBackward1 into AddBackward0 at the second.
+  auto same_owner = [](const std::vector<std::string> &a, const std::vector<std::string> &b) {
+    return a.size() == b.size() && std::equal(a.begin(), a.end() - 1, b.begin());
+  };
+  for (const GraphOwner &g : graphs) {
+    if (g.chain.empty()) continue;
+    auto it = std::find_if(series.begin(), series.end(),
+                           [&](const GraphSeries &s) { return same_owner(s.chain, g.chain); });
+    if (it == series.end()) {
+      if (series.size() >= kMaxGraphSeries) continue;
+      series.push_back({g.chain, 0, 0, {}});
+      it = series.end() - 1;
+    }
+    it->chain = g.chain;
+    for (const LiveAlloc &a : now.live)
+      if (g.addr && a.family != Family::Vmm && g.addr >= a.addr && g.addr < a.addr + a.size) {
+        it->stack = a.stack;
+        it->pystack = a.pystack;
+        break;
+      }
+    if (!it->samples.empty() && it->samples.back().step == step) it->samples.pop_back();
+    it->samples.push_back({step, g.nodes, g.bytes});
+    if (it->samples.size() > kMaxGraphSamples) it->samples.erase(it->samples.begin());
+  }
+}
+
+void report_failure(const std::string &why) {
+  State &s = S();
+  bool fresh;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    fresh = s.last_failure != why;
+    s.last_failure = why;
+  }
+  if (fresh)
+    log::warn("holder scan failed: %s; this report names no Python holders", why.c_str());
+  else
+    log::debug("holder scan failed again: %s", why.c_str());
+}
+
+// The scan's output (holder_scan.py's header) into a HolderScan; `failure`
+// gets an E record's one line (empty when the scan succeeded).
+void parse(const char *data, size_t size, HolderScan &out, double &ms, uint64_t &skipped,
+           std::string &failure) {
   std::vector<uint32_t> chain_index;  // group id -> index in out.chains
   for (const std::string &line : split(data, data + size, '\n')) {
     std::vector<std::string> f = split(line.data(), line.data() + line.size(), '\x1f');
@@ -160,9 +237,19 @@ void parse(const char *data, size_t size, HolderScan &out, double &ms) {
       s.bytes = std::strtoull(f[2].c_str(), nullptr, 10);
       s.chain = static_cast<uint32_t>(std::strtoul(f[3].c_str(), nullptr, 10));
       out.storages.push_back(s);
+    } else if (f.size() >= 5 && f[0] == "N") {
+      GraphOwner g;
+      g.nodes = std::strtoull(f[1].c_str(), nullptr, 10);
+      g.bytes = std::strtoull(f[2].c_str(), nullptr, 10);
+      g.addr = std::strtoull(f[3].c_str(), nullptr, 16);
+      g.chain.assign(f.begin() + 4, f.end());
+      out.graphs.push_back(std::move(g));
+    } else if (f.size() == 4 && f[0] == "E") {
+      failure = f[1] + ": " + f[2] + " at " + f[3];
     } else if (f.size() == 3 && f[0] == "M") {
       if (f[1] == "partial") out.partial = f[2] == "1";
       if (f[1] == "ms") ms = std::strtod(f[2].c_str(), nullptr);
+      if (f[1] == "skipped") skipped = std::strtoull(f[2].c_str(), nullptr, 10);
     }
   }
   // Storages name groups; groups come after them in the output.
@@ -193,24 +280,31 @@ void scan(ScanAt where) {
     ssize_t size = 0;
     HolderScan result;
     double ms = 0;
+    uint64_t skipped = 0;
+    std::string failure;
     bool ok = r && g_api.bytes_as_string_and_size(r, &data, &size) == 0;
-    if (ok) parse(data, static_cast<size_t>(size), result, ms);
+    if (ok) parse(data, static_cast<size_t>(size), result, ms, skipped, failure);
+    if (!ok) failure = "the scan raised " + take_exception();
     if (r) g_api.dec_ref(r);
     g_api.err_clear();
-    if (ok) {
+    if (!failure.empty()) {
+      report_failure(failure);
+    } else {
       result.done = true;
       result.at_exit = at_exit;
       double t1 = now_s();
       // A step scan cut short only thins growth holders; the next one may finish.
       if (result.partial && budget > kStepBudget)
         log::warn("the holder scan stopped at its %.1f s budget; holders may be missing", budget);
-      log::debug("holder scan: %zu storage(s), %zu chain(s), %.1f ms", result.storages.size(),
-                 result.chains.size(), (t1 - t0) * 1e3);
+      log::debug("holder scan: %zu storage(s), %zu chain(s), %.1f ms, %llu object(s) skipped",
+                 result.storages.size(), result.chains.size(), (t1 - t0) * 1e3,
+                 static_cast<unsigned long long>(skipped));
       // Placed now, against what is live now: by exit a grower's blocks may
       // be freed (tensors mode) or its holders gone.
       std::vector<SiteHolders> sites;
-      if (!at_exit && !result.storages.empty()) {
-        AnalysisInput now;
+      AnalysisInput now;
+      const bool graphs = where == ScanAt::Step && !result.graphs.empty();
+      if (!at_exit && (!result.storages.empty() || graphs)) {
         recorder().live_now(now);
         now.holders = std::move(result);
         sites = holders_by_site(now);
@@ -220,6 +314,8 @@ void scan(ScanAt where) {
       State &s = S();
       std::lock_guard<std::mutex> lock(s.mu);
       merge_site_holders(s.site_holders, std::move(sites));
+      if (graphs) add_graph_samples(s.graph_series, s.steps, result.graphs, now);
+      s.last_failure.clear();
       if (ooms > s.ooms_scanned) {
         s.oom_scans.emplace_back(ooms, all_holders(result));
         s.ooms_scanned = ooms;
@@ -227,8 +323,6 @@ void scan(ScanAt where) {
       s.latest = std::move(result);
       s.last_end = t1;
       s.last_cost = t1 - t0;
-    } else {
-      log::debug("holder scan failed");
     }
   }
   g_api.err_restore(et, ev, tb);
@@ -331,6 +425,7 @@ void fill(AnalysisInput &in) {
   std::lock_guard<std::mutex> lock(s.mu);
   in.holders = s.latest;
   in.site_holders = s.site_holders;
+  in.graph_series = s.graph_series;
   for (size_t k = 0; k < in.ooms.size(); ++k)
     for (const auto &[seen, holders] : s.oom_scans)
       if (seen > k) {
