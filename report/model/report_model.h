@@ -54,6 +54,8 @@ struct Summary {
   // Interval reports (trigger "stop") and shims attached late only.
   uint64_t preexisting_frees = 0;
   uint64_t preexisting_freed_bytes = 0;
+  // Held by CUDA libraries for handles the framework owns (library_held).
+  uint64_t library_held_bytes = 0;
 };
 
 struct LeakEntry {
@@ -67,6 +69,7 @@ struct LeakEntry {
   std::vector<NativeFrame> frames;
   std::vector<PythonFrame> python_frames;
   std::vector<Holder> holders;  // largest first
+  std::string library;          // library_held entries only: "cuBLAS", "cuDNN", ...
 };
 
 struct GrowthEntry {
@@ -129,6 +132,9 @@ struct Report {
   // Python processes: memory live at exit that Python objects still hold
   // (docs/report-format.md); shaped like leaks, never counted as leaked.
   std::vector<LeakEntry> reachable;
+  // Memory CUDA libraries keep for handles the framework owns for the
+  // process's life (docs/report-format.md); shaped like leaks, not leaked.
+  std::vector<LeakEntry> library_held;
   std::vector<GrowthEntry> growth;
   std::vector<OomEntry> ooms;
   std::vector<InvalidFreeEntry> invalid_frees;
