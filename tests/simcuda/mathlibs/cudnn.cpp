@@ -20,6 +20,14 @@ struct cudnnContext {
 
 namespace {
 
+// The version reported: cuDNN 9 with the highest minor. cuDNN 9 minors are
+// backwards compatible, and PyTorch refuses a runtime whose minor is below
+// the one it was built against (torch 2.15: 9.26; the toolkit's headers
+// here: 9.19), so the simulation claims to be newer than any of them. The
+// ABI (export list, prototypes) is the toolkit's.
+constexpr int kMinor = 99;
+constexpr size_t kVersion = CUDNN_MAJOR * 10000 + kMinor * 100;
+
 constexpr size_t kDeviceBytes[] = {25344, 4};
 constexpr size_t kPinnedBytes = 4;
 
@@ -93,7 +101,7 @@ void release(cudnnContext *h)
 
 extern "C" {
 
-size_t CUDNNWINAPI cudnnGetVersion(void) { return CUDNN_VERSION; }
+size_t CUDNNWINAPI cudnnGetVersion(void) { return kVersion; }
 size_t CUDNNWINAPI cudnnGetMaxDeviceVersion(void) { return 1200; }
 size_t CUDNNWINAPI cudnnGetCudartVersion(void) { return CUDART_VERSION; }
 
@@ -123,8 +131,8 @@ cudnnStatus_t CUDNNWINAPI cudnnGetProperty(libraryPropertyType type, int *value)
         return CUDNN_STATUS_BAD_PARAM;
     switch (type) {
     case MAJOR_VERSION: *value = CUDNN_MAJOR; break;
-    case MINOR_VERSION: *value = CUDNN_MINOR; break;
-    case PATCH_LEVEL: *value = CUDNN_PATCHLEVEL; break;
+    case MINOR_VERSION: *value = kMinor; break;
+    case PATCH_LEVEL: *value = 0; break;
     default: return CUDNN_STATUS_BAD_PARAM;
     }
     return CUDNN_STATUS_SUCCESS;

@@ -197,8 +197,12 @@ cudnnStatus_t CUDNNWINAPI cudnnBackendGetAttribute(cudnnBackendDescriptor_t cons
                                                    int64_t *elementCount, void *arrayOfElements)
 {
     const Backend *b = as_backend(descriptor);
-    if (!b || requestedElementCount < 0 || (requestedElementCount && !arrayOfElements))
+    if (!b || requestedElementCount < 0)
         return CUDNN_STATUS_BAD_PARAM;
+    // A null array asks for the count only (cudnn_frontend's two-call idiom
+    // passes the full requested count with a null array first).
+    if (!arrayOfElements)
+        requestedElementCount = 0;
     int64_t ignored = 0;
     if (!elementCount)
         elementCount = &ignored;
@@ -224,8 +228,9 @@ cudnnStatus_t CUDNNWINAPI cudnnBackendGetAttribute(cudnnBackendDescriptor_t cons
     size_t size = element_size(attributeType);
     auto have = static_cast<int64_t>(v->bytes.size() / size);
     *elementCount = have;
-    std::memcpy(arrayOfElements, v->bytes.data(),
-                static_cast<size_t>(std::min(have, requestedElementCount)) * size);
+    if (requestedElementCount > 0)
+        std::memcpy(arrayOfElements, v->bytes.data(),
+                    static_cast<size_t>(std::min(have, requestedElementCount)) * size);
     return CUDNN_STATUS_SUCCESS;
 }
 
