@@ -28,7 +28,8 @@ def train(model, opt, leaky):
 
 if __name__ == "__main__":
     seed()
-    config = GPT2Config(vocab_size=1024, n_positions=64, n_embd=64, n_layer=2, n_head=2)
+    config = GPT2Config(vocab_size=1024, n_positions=64, n_embd=64, n_layer=2, n_head=2,
+                        bos_token_id=0, eos_token_id=0)
     model = GPT2LMHeadModel(config).cuda()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     train(model, opt, leaky=not fixed())
