@@ -30,7 +30,7 @@ def train(model, opt, loader, leaky):
 
 if __name__ == "__main__":
     seed()
-    data = TensorDataset(torch.randn(64 * 12, 4096), torch.randn(64 * 12, 8))
+    data = TensorDataset(torch.randn(64 * 16, 4096), torch.randn(64 * 16, 8))
     loader = DataLoader(data, batch_size=64, shuffle=True, pin_memory=True)
     model = torch.nn.Sequential(torch.nn.Linear(4096, 512), torch.nn.ReLU(),
                                 torch.nn.Linear(512, 8)).cuda()
