@@ -30,7 +30,10 @@ bool load_all(const std::vector<std::string> &paths, const std::string &suppress
   if (const char *v = settings::from_environment(lib)) {
     int i = settings::choice_index(lib, v);
     if (i < 0) {
-      error = std::string(lib.var) + ": " + settings::accepted(lib, v);
+      error = "invalid " + std::string(lib.var) + "='" + std::string(v, strnlen(v, 64)) +
+              "' (accepted: " + settings::accepted(lib, v) + ")";
+      for (char &c : error)
+        if (c < 0x20 || c == 0x7f) c = '?';
       return false;
     }
     opts.library_held = i == 0;
