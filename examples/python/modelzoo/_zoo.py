@@ -3,6 +3,12 @@
 Each program trains a real model (torchvision, Hugging Face transformers) with
 random weights and a small configuration for a few steps, calls step() once a
 step, and has a leaky twin (the default) and a fixed one (--fixed).
+
+What a leaky twin keeps per step is at most 1 MiB (or its steps' sum far
+above 10 MiB): PyTorch's caching allocator serves requests up to 1 MiB from
+2 MiB segments, so in segments mode such a leak adds a segment every step or
+two, a steady growth; 1-10 MiB requests share 20 MiB segments, which grow
+too seldom in a short run to be judged.
 """
 import ctypes
 import os
