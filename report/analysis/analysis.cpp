@@ -9,6 +9,7 @@
 #include "report/analysis/graph_growth.h"
 #include "report/analysis/hints.h"
 #include "report/analysis/holders.h"
+#include "report/analysis/library_held.h"
 #include "report/analysis/site.h"
 #include "report/analysis/suppressions.h"
 
@@ -173,14 +174,26 @@ Report analyze(const AnalysisInput &in, Symbolizer &symbolizer, const AnalysisOp
     std::unordered_map<LeakKey, size_t, LeakKeyHash> index;
     std::vector<LeakEntry> entries;
     std::vector<HolderTotals> totals;
-  } leaked, reachable;
+  } leaked, reachable, library;
+  // Per site: which library holds what was allocated there (library_held.h).
+  std::unordered_map<uint32_t, LibraryHolding> holding;
+  auto holding_of = [&](uint32_t site, StackId stack) -> const LibraryHolding & {
+    auto [it, fresh] = holding.try_emplace(site);
+    if (fresh && opts.library_held) it->second = library_holding(sites.native_frames(stack));
+    return it->second;
+  };
   for (size_t i = 0; i < in.live.size(); ++i) {
     const LiveAlloc &a = in.live[i];
+    const uint32_t site = sites.get(a.stack, a.pystack);
+    // Only exit-time liveness is the framework's to excuse, as for cache.
+    const LibraryHolding *lib = a.detected_at == DetectedAt::Exit ? &holding_of(site, a.stack)
+                                                                  : nullptr;
+    const bool lib_direct = lib && !lib->library.empty() && lib->direct;
     // The tensors inside a cached segment or handle, as a scan taken now
     // found them (segments mode: what Python holds is shown at exit, at a
     // stop and in a dump); the rest of the cache is free.
     uint64_t in_tensors = 0, tensors = 0;
-    const bool cached = counts_as_cached(in, a);
+    const bool cached = !lib_direct && counts_as_cached(in, a);
     if (cached) {
       r.summary.cached_bytes += a.size;
       if (leak_holders) std::tie(in_tensors, tensors) = held.held_bytes(i);
@@ -189,12 +202,16 @@ Report analyze(const AnalysisInput &in, Symbolizer &symbolizer, const AnalysisOp
       r.summary.cached_free_bytes += a.size - in_tensors;
       if (!in_tensors) continue;
     }
-    Grouping &g = cached || (split_reachable && held.held(i)) ? reachable : leaked;
-    LeakKey key{sites.get(a.stack, a.pystack), static_cast<uint16_t>(a.api), a.device,
-                static_cast<uint8_t>(a.family), static_cast<uint8_t>(a.detected_at)};
+    Grouping &g = cached                           ? reachable
+                  : lib && !lib->library.empty()   ? library
+                  : split_reachable && held.held(i) ? reachable
+                                                    : leaked;
+    LeakKey key{site, static_cast<uint16_t>(a.api), a.device, static_cast<uint8_t>(a.family),
+                static_cast<uint8_t>(a.detected_at)};
     auto [it, fresh] = g.index.emplace(key, g.entries.size());
     if (fresh) {
       LeakEntry e;
+      if (&g == &library) e.library = lib->library;
       e.kind = std::string(family_name(a.family));
       e.api = api_string(a.api);
       e.device = a.device;
@@ -209,7 +226,7 @@ Report analyze(const AnalysisInput &in, Symbolizer &symbolizer, const AnalysisOp
     g.entries[it->second].allocations += cached ? tensors : 1;
     if (&g == &reachable || leak_holders) held.add(i, g.totals[it->second]);
   }
-  for (Grouping *g : {&leaked, &reachable})
+  for (Grouping *g : {&leaked, &reachable, &library})
     for (size_t k = 0; k < g->entries.size(); ++k)
       g->entries[k].holders = holders_from(g->totals[k], in.holders);
   for (LeakEntry &e : reachable.entries) {
@@ -217,6 +234,11 @@ Report analyze(const AnalysisInput &in, Symbolizer &symbolizer, const AnalysisOp
     r.reachable.push_back(std::move(e));
   }
   sort_by_bytes_desc(r.reachable);
+  for (LeakEntry &e : library.entries) {
+    r.summary.library_held_bytes += e.bytes;
+    r.library_held.push_back(std::move(e));
+  }
+  sort_by_bytes_desc(r.library_held);
   std::vector<LeakEntry> &entries = leaked.entries;
   for (LeakEntry &e : entries) {
     if (opts.match_suppression) {

@@ -17,6 +17,10 @@ namespace torchseal {
 struct AnalysisOptions {
   GrowthOptions growth;  // docs/pytorch.md thresholds (CLI-settable)
   size_t oom_top_sites = 10;
+  // Memory CUDA libraries hold for the framework's handles goes to
+  // library_held (library_held.h); false folds it back into leaks
+  // (TORCHSEAL_LIBRARY_HELD=off).
+  bool library_held = true;
   // Suppressions plug in here: called once per leak site with its trimmed,
   // symbolized frames. A suppressed site is left out of `leaks` and its bytes
   // go to summary.suppressed_bytes.

@@ -12,6 +12,7 @@
 #include "report/cli/commands.h"
 #include "report/input/history_reader.h"
 #include "report/input/load_report.h"
+#include "shim/runtime/settings.h"
 
 namespace torchseal::cli {
 
@@ -23,6 +24,20 @@ bool load_all(const std::vector<std::string> &paths, const std::string &suppress
   if (!suppressions.empty() && !supp.load(suppressions, error)) return false;
   AnalysisOptions opts;
   install_suppressions(opts, supp);
+  // TORCHSEAL_LIBRARY_HELD applies to a history analyzed here as it did in
+  // the process (a P.json keeps the process's verdict).
+  const settings::Spec &lib = settings::spec(settings::Id::library_held);
+  if (const char *v = settings::from_environment(lib)) {
+    int i = settings::choice_index(lib, v);
+    if (i < 0) {
+      error = "invalid " + std::string(lib.var) + "='" + std::string(v, strnlen(v, 64)) +
+              "' (accepted: " + settings::accepted(lib, v) + ")";
+      for (char &c : error)
+        if (c < 0x20 || c == 0x7f) c = '?';
+      return false;
+    }
+    opts.library_held = i == 0;
+  }
   for (const std::string &path : paths) {
     Report r;
     std::vector<std::string> warnings;

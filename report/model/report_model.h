@@ -58,6 +58,8 @@ struct Summary {
   // tensors (also listed in `reachable`), and free.
   uint64_t cached_in_tensors_bytes = 0;
   uint64_t cached_free_bytes = 0;
+  // Held by CUDA libraries for handles the framework owns (library_held).
+  uint64_t library_held_bytes = 0;
 };
 
 struct LeakEntry {
@@ -71,6 +73,7 @@ struct LeakEntry {
   std::vector<NativeFrame> frames;
   std::vector<PythonFrame> python_frames;
   std::vector<Holder> holders;  // largest first
+  std::string library;          // library_held entries only: "cuBLAS", "cuDNN", ...
 };
 
 // GrowthEntry::kind of a growing autograd graph (docs/holders.md).
@@ -140,6 +143,9 @@ struct Report {
   // Python processes: memory live at exit that Python objects still hold
   // (docs/report-format.md); shaped like leaks, never counted as leaked.
   std::vector<LeakEntry> reachable;
+  // Memory CUDA libraries keep for handles the framework owns for the
+  // process's life (docs/report-format.md); shaped like leaks, not leaked.
+  std::vector<LeakEntry> library_held;
   std::vector<GrowthEntry> growth;
   std::vector<OomEntry> ooms;
   std::vector<InvalidFreeEntry> invalid_frees;

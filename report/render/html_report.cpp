@@ -185,6 +185,9 @@ std::string header(const HtmlReportInput &in) {
   if (s.cached_bytes) row("cached (not leaked)", html_bytes(s.cached_bytes));
   if (s.reachable_bytes)
     row("reachable (held by Python objects at exit, not leaked)", html_bytes(s.reachable_bytes));
+  if (s.library_held_bytes)
+    row("library-held (CUDA libraries, for the framework's handles; not leaked)",
+        html_bytes(s.library_held_bytes));
   row("growth sites / OOMs / invalid frees",
       u64(r.growth.size()) + " / " + u64(r.ooms.size()) + " / " + u64(r.invalid_frees.size()));
   return h + "</table>\n";
@@ -342,6 +345,11 @@ std::string render_html_report(const HtmlReportInput &in) {
   if (!r.reachable.empty()) {
     h += "<h2>Reachable at exit (" + u64(r.reachable.size()) +
          "): held by Python objects, not leaks</h2>\n" + leaks_table(r, r.reachable, "", lazy);
+  }
+  if (!r.library_held.empty()) {
+    h += "<h2>Held by CUDA libraries (" + u64(r.library_held.size()) +
+         "): for the framework's handles, not leaks</h2>\n" +
+         leaks_table(r, r.library_held, "", lazy);
   }
   h += "<h2>Memory over the run</h2>\n";
   if (in.timeline) {

@@ -339,11 +339,15 @@ void read_report(const json &j, Report &r) {
       l.frames = read_native(e, pth, "frames");
       l.python_frames = read_python(e, pth, "python_frames");
       l.holders = read_holders(e, pth);
+      if (e.contains("library")) l.library = get_str(e, pth, "library");
       out.push_back(std::move(l));
     }
   };
   read_leaks("leaks", r.leaks);
   if (j.contains("reachable")) read_leaks("reachable", r.reachable);
+  if (j.contains("library_held")) read_leaks("library_held", r.library_held);
+  if (s.contains("library_held_bytes"))
+    m.library_held_bytes = get_u64(s, "summary", "library_held_bytes");
 
   const json &growth = get_array(j, "", "growth");
   for (size_t i = 0; i < growth.size(); ++i) {
@@ -480,6 +484,10 @@ std::string report_to_json(const Report &r) {
     s["preexisting_frees"] = m.preexisting_frees;
     s["preexisting_freed_bytes"] = m.preexisting_freed_bytes;
   }
+  // Only where a library holds memory for the framework, so other reports
+  // keep their keys.
+  const bool library_held = !r.library_held.empty();
+  if (library_held) s["library_held_bytes"] = m.library_held_bytes;
   s["overhead"] = {{"events", m.overhead.events},
                    {"seconds_in_torchseal", finite(m.overhead.seconds_in_torchseal)}};
   j["summary"] = std::move(s);
@@ -497,12 +505,14 @@ std::string report_to_json(const Report &r) {
       e["frames"] = native_json(l.frames);
       e["python_frames"] = python_json(l.python_frames);
       if (python) e["holders"] = holders_json(l.holders);
+      if (!l.library.empty()) e["library"] = l.library;
       leaks.push_back(std::move(e));
     }
     return leaks;
   };
   j["leaks"] = leak_list(r.leaks);
   if (python) j["reachable"] = leak_list(r.reachable);
+  if (library_held) j["library_held"] = leak_list(r.library_held);
 
   ojson growth = ojson::array();
   for (const GrowthEntry &g : r.growth) {

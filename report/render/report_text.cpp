@@ -221,6 +221,14 @@ std::string report_to_text(const Report &r) {
     append_holders(out, l.holders, "    ");
   }
 
+  for (const LeakEntry &l : r.library_held) {
+    out += "\nHeld by " + clean(l.library) + " for the framework's handles " + at_end +
+           " (library-held, not a leak): " + u64(l.bytes) + " byte(s) in " +
+           u64(l.allocations) + " allocation(s) (" + clean(l.kind) + ", " + clean(l.api) +
+           ", device " + device_str(l.device) + ") allocated from:\n";
+    append_frames(out, l.frames, l.python_frames, is_python_site(r, l.python_frames), "    ", cwd);
+  }
+
   for (const GrowthEntry &g : r.growth) {
     if (g.kind == kGraphGrowthKind) {
       // Nodes, not bytes: its GPU memory may hardly move (docs/holders.md).
@@ -284,13 +292,21 @@ std::string report_to_text(const Report &r) {
            " byte(s) still held by Python objects " + at_end +
            " (reachable, not counted as leaks)\n";
   }
+  if (r.summary.library_held_bytes > 0) {
+    out += (r.summary.cached_bytes + r.summary.reachable_bytes > 0 ? "" : "\n") + tag +
+           u64(r.summary.library_held_bytes) +
+           " byte(s) held by CUDA libraries for the framework's handles " + at_end +
+           " (library-held, not counted as leaks)\n";
+  }
   if (r.summary.preexisting_frees > 0) {
     out += tag + u64(r.summary.preexisting_frees) +
            " free(s) of memory allocated before tracking started (pre-existing, not a leak)\n";
   }
   if (r.summary.suppressed_bytes > 0) {
-    out += (r.summary.cached_bytes + r.summary.reachable_bytes > 0 ? "" : "\n") + tag +
-           u64(r.summary.suppressed_bytes) + " byte(s) suppressed\n";
+    out += (r.summary.cached_bytes + r.summary.reachable_bytes + r.summary.library_held_bytes > 0
+                ? ""
+                : "\n") +
+           tag + u64(r.summary.suppressed_bytes) + " byte(s) suppressed\n";
   }
   if (!r.suppressions_used.empty()) {
     // LSan's table: count (allocations), bytes, pattern.

@@ -20,6 +20,7 @@ namespace torchseal {
 enum class Backend { Auto, Cupti, Hooks };
 enum class PythonMode { Auto, Off };
 enum class HoldersMode { Auto, Off };
+enum class LibraryHeldMode { On, Off };
 enum class TorchMode { Segments, Tensors };
 // How native stacks are walked (shim/core/unwind/unwinder.h).
 enum class UnwindMode { Fast, Libunwind, Check };
@@ -35,6 +36,7 @@ struct Config {
   int stack_depth = 0;
   PythonMode python{};
   HoldersMode holders{};
+  LibraryHeldMode library_held{};
   UnwindMode unwind{};
   TorchMode torch{};
   std::string step_range;                // regex; unset: no NVTX steps

@@ -45,6 +45,7 @@ struct Globals {
   std::string suppressions_path;
   Suppressions suppressions;
   bool suppressions_loaded = false;
+  bool library_held = true;  // TORCHSEAL_LIBRARY_HELD
 };
 Globals &G() {
   alignas(Globals) static unsigned char storage[sizeof(Globals)];
@@ -96,6 +97,7 @@ AnalysisOptions analysis_options() {
   }
   AnalysisOptions opts;
   install_suppressions(opts, g.suppressions);
+  opts.library_held = g.library_held;
   return opts;
 }
 
@@ -107,6 +109,7 @@ void report_files_init(const Config &cfg) {
                    ? cfg.output
                    : default_output_template(g_process.rank);
   G().suppressions_path = cfg.suppressions;
+  G().library_held = cfg.library_held == LibraryHeldMode::On;
   char host[256] = {0};
   if (gethostname(host, sizeof host - 1) == 0) g_process.hostname = host;
   g_process.start_time = unix_now();

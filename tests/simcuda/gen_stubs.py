@@ -23,6 +23,9 @@ PREFIXES = {
     'cudart': ('cuda', '__cuda'),
     'cuda': ('cu',),
     'cupti': ('cupti', 'Cupti'),
+    'cublas': ('cublas',),
+    'cublasLt': ('cublasLt',),
+    'cudnn': ('cudnn',),
 }
 
 
@@ -143,6 +146,9 @@ def main():
     ap.add_argument('--error', required=True, type=int)
     ap.add_argument('--typedefs', action='append', default=[])
     ap.add_argument('--header', default='')
+    # Math entry points (a regex on the name): their stubs succeed and do
+    # nothing, as simcuda's kernels do, instead of returning --error.
+    ap.add_argument('--noop', default='')
     ap.add_argument('--out-c', required=True)
     ap.add_argument('--out-map', required=True)
     args = ap.parse_args()
@@ -170,10 +176,14 @@ def main():
     out.append('    return %d;' % args.error)
     out.append('}')
     out.append('')
+    noop = re.compile(args.noop) if args.noop else None
     for i, name in enumerate(stubs):
         out.append('__attribute__((visibility("default"))) int %s(void);' % name)
-        out.append('int %s(void) { return simcuda_stub_hit(%d, "%s"); }'
-                   % (name, i, name))
+        if noop and noop.search(name):
+            out.append('int %s(void) { return 0; }' % name)
+        else:
+            out.append('int %s(void) { return simcuda_stub_hit(%d, "%s"); }'
+                       % (name, i, name))
     if args.typedefs:
         rows = proc_table(args.typedefs, set(exports), header_defaults(args.header))
         out.append('')

@@ -1,0 +1,67 @@
+#include "report/analysis/library_held.h"
+
+#include <string_view>
+
+namespace torchseal {
+namespace {
+
+std::string_view basename_of(std::string_view path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string_view::npos ? path : path.substr(slash + 1);
+}
+
+bool starts_with(std::string_view s, std::string_view prefix) {
+  return s.substr(0, prefix.size()) == prefix;
+}
+
+// Longest prefix first: libcublasLt before libcublas.
+struct ModuleRule {
+  std::string_view prefix;
+  const char *library;
+};
+constexpr ModuleRule kModules[] = {
+    {"libcublasLt.", "cuBLASLt"}, {"libcublas.", "cuBLAS"}, {"libcudnn", "cuDNN"},
+    {"libnccl.", "NCCL"},         {"libcufft.", "cuFFT"},
+};
+
+const char *library_of_module(std::string_view module) {
+  std::string_view base = basename_of(module);
+  for (const ModuleRule &r : kModules)
+    if (starts_with(base, r.prefix)) return r.library;
+  return nullptr;
+}
+
+bool is_framework_module(std::string_view module) {
+  std::string_view base = basename_of(module);
+  return starts_with(base, "libtorch") || starts_with(base, "libc10");
+}
+
+// PyTorch's own workspaces for cuBLAS(Lt), allocated through its allocator
+// and kept per (handle, stream) until the process ends.
+struct FunctionRule {
+  std::string_view function;
+  const char *library;
+};
+constexpr FunctionRule kFunctions[] = {
+    {"at::cuda::allocateCUDABlasWorkspace", "cuBLAS"},
+    {"at::cuda::getCUDABlasLtWorkspace", "cuBLASLt"},
+};
+
+}  // namespace
+
+LibraryHolding library_holding(const std::vector<NativeFrame> &frames) {
+  for (size_t i = 0; i < frames.size(); ++i) {
+    const char *library = library_of_module(frames[i].module);
+    if (library) {
+      for (size_t j = i + 1; j < frames.size(); ++j)
+        if (is_framework_module(frames[j].module)) return {library, true};
+      return {};  // the program's own handle: a leak if never destroyed
+    }
+    if (!is_framework_module(frames[i].module)) continue;
+    for (const FunctionRule &r : kFunctions)
+      if (starts_with(frames[i].function, r.function)) return {r.library, false};
+  }
+  return {};
+}
+
+}  // namespace torchseal
