@@ -46,6 +46,7 @@ struct CheckpointRecord {
   uint64_t step = 0;     // the last step number before it
   std::vector<Event> live;
   std::vector<VmmMap> maps;
+  std::vector<uint64_t> released;  // VMM handles released while mapped
   RunSummary summary;
 };
 

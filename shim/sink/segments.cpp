@@ -163,6 +163,7 @@ bool open_segment() {
   c.step = s.step_at_start;
   c.live = s.replay->live_events();
   c.maps = s.replay->vmm_maps().list();
+  c.released = s.replay->vmm_maps().released();
   c.summary = s.obs->summary();
   std::vector<uint8_t> out;
   tseal::append_file_header(out, tseal::kFlagSegment);
