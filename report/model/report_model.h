@@ -57,7 +57,7 @@ struct Summary {
 };
 
 struct LeakEntry {
-  // family_name(): device | stream-ordered | managed | host-pinned | vmm | host-registered
+  // family_name(): device | stream-ordered | managed | host-pinned | vmm | host-registered | graph
   std::string kind;
   std::string api;
   int device = -1;  // -1 = unknown (JSON null)
@@ -67,6 +67,10 @@ struct LeakEntry {
   std::vector<NativeFrame> frames;
   std::vector<PythonFrame> python_frames;
   std::vector<Holder> holders;  // largest first
+  // vmm: the cuMemMap that still maps the handle (JSON `mapped_at`; empty
+  // when nothing maps it).
+  std::vector<NativeFrame> map_frames;
+  std::vector<PythonFrame> map_python_frames;
 };
 
 struct GrowthEntry {

@@ -432,6 +432,8 @@ def scenario_example(args):
             check_report(check, exp, report, result, result.pid, prefix)
             if opts.get("--replay") == "1" and run_no == 0:
                 check_replay(check, report, prefix)
+            if name == "vmm_mapped_leak" and run_no == 0:
+                check_mapped_at(check, report, source)
             if name == "oom" and run_no == 0:
                 check_oom_numbers(check, report, result)
             if name == "invalid_free" and run_no == 0:
@@ -460,6 +462,17 @@ def check_replay(check, report, prefix):
     check.eq("replayed leak set", leak_set(replayed), leak_set(report))
     check.eq("replayed invalid frees", len(replayed.get("invalid_frees", [])),
              len(report.get("invalid_frees", [])))
+
+
+def check_mapped_at(check, report, source):
+    """A VMM leak that stayed mapped names its cuMemMap line too."""
+    with open(source) as f:
+        line = next(n for n, text in enumerate(f, 1) if "cuMemMap(" in text)
+    leaks = report.get("leaks") or [{}]
+    fr = frame0(leaks[0].get("mapped_at") or {})
+    check.eq("mapped_at frames[0] line (the cuMemMap call)", fr.get("line"), line)
+    check.eq("mapped_at frames[0] file", os.path.basename(fr.get("file") or ""),
+             os.path.basename(source))
 
 
 def check_oom_numbers(check, report, result):
