@@ -43,12 +43,12 @@ struct CUgraphExec_st {
 namespace simcuda {
 namespace {
 
-// Every graph virtual address: reserved at node creation, released once
-// its node is gone and no allocation lives there.
+// Every graph virtual address: reserved at node creation, released once no
+// graph or executable holds its node and no allocation lives there.
 struct GraphVa {
     size_t span;
     int device;
-    bool node_alive;
+    int holders;  // graphs and executables with the allocation node
     bool live;
 };
 Immortal<std::map<uintptr_t, GraphVa>> g_vas;
@@ -67,7 +67,7 @@ cuuint64_t g_capture_ids = 0;
 void release_va_if_unused_locked(uintptr_t va)
 {
     auto it = g_vas->find(va);
-    if (it == g_vas->end() || it->second.node_alive || it->second.live)
+    if (it == g_vas->end() || it->second.holders > 0 || it->second.live)
         return;
     va_release(va, it->second.span);
     g_vas->erase(it);
@@ -94,7 +94,7 @@ CUresult alloc_node_locked(CUgraph_st *g, size_t n, int dev, uintptr_t *out, CUg
     uintptr_t va;
     if (!va_carve(span, kGranularity, 0, &va))
         return CUDA_ERROR_OUT_OF_MEMORY;
-    (*g_vas)[va] = GraphVa{span, dev, true, false};
+    (*g_vas)[va] = GraphVa{span, dev, 1, false};
     *out = va;
     return add_node_locked(g, true, va, n, dev, node);
 }
@@ -126,8 +126,11 @@ CUresult instantiate(CUgraphExec *out, CUgraph g, unsigned long long flags)
     if (!g->nodes.empty() && g->execs > 0)
         return CUDA_ERROR_INVALID_VALUE;  // one executable at a time with memory nodes
     auto *e = new CUgraphExec_st{g, g->ctx, {}, flags};
-    for (CUgraphNode_st *n : g->nodes)
+    for (CUgraphNode_st *n : g->nodes) {
         e->nodes.push_back(*n);
+        if (n->alloc)
+            ++g_vas->at(n->va).holders;
+    }
     ++g->execs;
     g_execs->insert(e);
     *out = e;
@@ -274,8 +277,18 @@ void graph_release_locked(uintptr_t p, const Alloc &a)
 void drop_context_graphs_locked(CUctx_st *c)
 {
     // The context's graph memory goes back to the device with it.
-    for (auto it = g_execs->begin(); it != g_execs->end();)
-        it = (*it)->ctx == c ? g_execs->erase(it) : std::next(it);
+    for (auto it = g_execs->begin(); it != g_execs->end();) {
+        if ((*it)->ctx != c) {
+            ++it;
+            continue;
+        }
+        for (const CUgraphNode_st &n : (*it)->nodes)
+            if (n.alloc) {
+                --g_vas->at(n.va).holders;
+                release_va_if_unused_locked(n.va);
+            }
+        it = g_execs->erase(it);
+    }
     GraphPool &pool = g_pool[c->device];
     if (pool.reserved > pool.used) {
         uncharge(c->device, pool.reserved - pool.used);
@@ -416,6 +429,11 @@ CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec)
         Lock lock(driver_mutex());
         if (!hGraphExec || !g_execs->erase(hGraphExec))
             return CUDA_ERROR_INVALID_VALUE;
+        for (const CUgraphNode_st &n : hGraphExec->nodes)
+            if (n.alloc) {
+                --g_vas->at(n.va).holders;
+                release_va_if_unused_locked(n.va);
+            }
         if (graph_live_locked(hGraphExec->graph))
             --hGraphExec->graph->execs;
         return CUDA_SUCCESS;
@@ -434,13 +452,27 @@ CUresult CUDAAPI cuGraphDestroy(CUgraph hGraph)
         // cuMemFree); their addresses stay reserved until then.
         for (CUgraphNode_st *n : hGraph->nodes)
             if (n->alloc) {
-                auto it = g_vas->find(n->va);
-                if (it != g_vas->end())
-                    it->second.node_alive = false;
+                --g_vas->at(n->va).holders;
                 release_va_if_unused_locked(n->va);
             }
         return CUDA_SUCCESS;
     } SIM_TRACED_END;
+}
+
+// The graph's memory nodes (the only nodes simcuda keeps).
+CUresult CUDAAPI cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes)
+{
+    SIM_REQUIRE_INIT();
+    if (!numNodes)
+        return CUDA_ERROR_INVALID_VALUE;
+    Lock lock(driver_mutex());
+    if (!graph_live_locked(hGraph))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (nodes)
+        for (size_t i = 0; i < *numNodes && i < hGraph->nodes.size(); ++i)
+            nodes[i] = hGraph->nodes[i];
+    *numNodes = nodes ? std::min(*numNodes, hGraph->nodes.size()) : hGraph->nodes.size();
+    return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI cuDeviceGraphMemTrim(CUdevice device)

@@ -47,6 +47,13 @@ cudaError_t CUDARTAPI cudaGraphCreate(cudaGraph_t *pGraph, unsigned int flags)
     return ret(drv().cuGraphCreate(pGraph, flags));
 }
 
+cudaError_t CUDARTAPI cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t *nodes,
+                                        size_t *numNodes)
+{
+    SIM_RT_INIT();
+    return ret(drv().cuGraphGetNodes(graph, nodes, numNodes));
+}
+
 cudaError_t CUDARTAPI cudaGraphAddMemAllocNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
                                                const cudaGraphNode_t *pDependencies,
                                                size_t numDependencies,

@@ -96,6 +96,7 @@
     X(cuStreamEndCapture, cuStreamEndCapture, PFN_cuStreamEndCapture_v10000, 0)          \
     X(cuStreamEndCapture_ptsz, cuStreamEndCapture, PFN_cuStreamEndCapture_v10000_ptsz, 1) \
     X(cuGraphCreate, cuGraphCreate, PFN_cuGraphCreate_v10000, 0)                         \
+    X(cuGraphGetNodes, cuGraphGetNodes, PFN_cuGraphGetNodes_v10000, 0)                   \
     X(cuGraphAddMemAllocNode, cuGraphAddMemAllocNode, PFN_cuGraphAddMemAllocNode_v11040, 0) \
     X(cuGraphAddMemFreeNode, cuGraphAddMemFreeNode, PFN_cuGraphAddMemFreeNode_v11040, 0) \
     X(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags,                          \
