@@ -168,30 +168,21 @@ void Recorder::end_interval() {
 
 void Recorder::undo_free(const FreeToken &t) {
   if (!t.known) return;
-  if (t.deferred) {
-    {
-      Guard g(misc_lock_);
-      vmm_maps_.unrelease(t.rec.addr);
-    }
-    if (history::enabled()) {
-      // An allocation of a handle is an unreleased handle, in the replay too.
-      Event e = make_event(Op::Alloc, t.rec.api, t.rec.family, now_ns(), t.rec.addr, t.rec.size);
-      e.stack = t.rec.stack;
-      e.pystack = t.rec.pystack;
-      e.device = t.rec.device;
-      e.context = t.rec.context;
-      history::append(e);
-    }
-    return;
-  }
   if (history::enabled()) {
-    // The free was already logged; the failed real free means it is live again.
+    // The free was already logged; the failed real free means it is live
+    // again (for a VMM handle: unreleased again, in the replay too).
     Event e = make_event(Op::Alloc, t.rec.api, t.rec.family, now_ns(), t.rec.addr, t.rec.size);
     e.stack = t.rec.stack;
     e.pystack = t.rec.pystack;
     e.device = t.rec.device;
     e.context = t.rec.context;
     history::append(e);
+  }
+  if (t.deferred) {
+    // Nothing was removed: only the release is undone.
+    Guard g(misc_lock_);
+    vmm_maps_.unrelease(t.rec.addr);
+    return;
   }
   LiveRecord old{};
   if (!table_for(t.rec.family).insert(t.rec, &old))

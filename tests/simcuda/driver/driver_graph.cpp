@@ -137,6 +137,17 @@ CUresult instantiate(CUgraphExec *out, CUgraph g, unsigned long long flags)
     return CUDA_SUCCESS;
 }
 
+CUresult instantiate_with_params(CUgraphExec *out, CUgraph g, CUDA_GRAPH_INSTANTIATE_PARAMS *params)
+{
+    if (!params)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = instantiate(out, g, params->flags);
+    params->hErrNode_out = nullptr;
+    params->result_out =
+        r == CUDA_SUCCESS ? CUDA_GRAPH_INSTANTIATE_SUCCESS : CUDA_GRAPH_INSTANTIATE_ERROR;
+    return r;
+}
+
 CUresult graph_alloc_locked(const CUgraphNode_st &n, CUctx_st *ctx)
 {
     GraphVa &va = g_vas->at(n.va);
@@ -376,13 +387,7 @@ CUresult CUDAAPI cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph 
 {
     SIM_REQUIRE_INIT();
     SIM_TRACED(cuGraphInstantiateWithParams, phGraphExec, hGraph, instantiateParams) {
-        if (!instantiateParams)
-            return CUDA_ERROR_INVALID_VALUE;
-        CUresult r = instantiate(phGraphExec, hGraph, instantiateParams->flags);
-        instantiateParams->hErrNode_out = nullptr;
-        instantiateParams->result_out =
-            r == CUDA_SUCCESS ? CUDA_GRAPH_INSTANTIATE_SUCCESS : CUDA_GRAPH_INSTANTIATE_ERROR;
-        return r;
+        return instantiate_with_params(phGraphExec, hGraph, instantiateParams);
     } SIM_TRACED_END;
 }
 
@@ -393,13 +398,7 @@ CUresult CUDAAPI cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGraphExec, CUg
 {
     SIM_REQUIRE_INIT();
     SIM_TRACED(cuGraphInstantiateWithParams_ptsz, phGraphExec, hGraph, instantiateParams) {
-        if (!instantiateParams)
-            return CUDA_ERROR_INVALID_VALUE;
-        CUresult r = instantiate(phGraphExec, hGraph, instantiateParams->flags);
-        instantiateParams->hErrNode_out = nullptr;
-        instantiateParams->result_out =
-            r == CUDA_SUCCESS ? CUDA_GRAPH_INSTANTIATE_SUCCESS : CUDA_GRAPH_INSTANTIATE_ERROR;
-        return r;
+        return instantiate_with_params(phGraphExec, hGraph, instantiateParams);
     } SIM_TRACED_END;
 }
 SIM_SAME_TYPE(cuGraphInstantiateWithParams_ptsz, cuGraphInstantiateWithParams);
