@@ -218,6 +218,10 @@ Report analyze(const AnalysisInput &in, Symbolizer &symbolizer, const AnalysisOp
       e.detected_at = detected_at_name(a.detected_at);
       e.frames = sites.native_frames(a.stack);
       e.python_frames = sites.python_frames(a.pystack);
+      if (a.map_stack || a.map_pystack) {
+        e.map_frames = sites.native_frames(a.map_stack);
+        e.map_python_frames = sites.python_frames(a.map_pystack);
+      }
       g.entries.push_back(std::move(e));
       g.totals.emplace_back();
     }

@@ -10,6 +10,8 @@ namespace {
 
 // Ooms (4): version 1, an OOM with its live set in full; OomNoLiveSet (8):
 // version 2, the live set by site in the main file (OomSnapshotRecord).
+// VmmState (9, written only when there is some): the maps' cuMemMap stacks,
+// in the Maps part's order, and the released handles mappings keep alive.
 enum class Part : uint8_t {
   Live = 1,
   Maps = 2,
@@ -19,6 +21,7 @@ enum class Part : uint8_t {
   Windows = 6,
   Freed = 7,
   OomNoLiveSet = 8,
+  VmmState = 9,
 };
 
 // Items per part chunk: far below the 64 MiB chunk bound at their largest.
@@ -266,6 +269,19 @@ void append_checkpoint(std::vector<uint8_t> &out, const CheckpointRecord &c) {
       w.varint(m.handle);
     }
   });
+  bool map_stacks = false;
+  for (const VmmMap &m : c.maps) map_stacks = map_stacks || m.stack || m.pystack;
+  if (map_stacks || !c.released.empty())
+    part(out, Part::VmmState, [&](ByteWriter &w) {
+      w.varint(map_stacks ? c.maps.size() : 0);
+      if (map_stacks)
+        for (const VmmMap &m : c.maps) {
+          w.varint(m.stack);
+          w.varint(m.pystack);
+        }
+      w.varint(c.released.size());
+      for (uint64_t h : c.released) w.varint(h);
+    });
   const RunSummary &s = c.summary;
   part(out, Part::Totals, [&](ByteWriter &w) {
     w.varint(s.events);
@@ -401,6 +417,18 @@ bool CheckpointReader::part(ByteReader &r) {
       return get_samples(r, s.steps);
     case Part::Windows:
       return get_samples(r, s.windows);
+    case Part::VmmState: {
+      uint64_t n = r.varint();
+      if (n && n != rec_.maps.size()) return false;  // written after its Maps part
+      for (uint64_t i = 0; i < n && r.ok(); ++i) {
+        rec_.maps[i].stack = static_cast<StackId>(r.varint());
+        rec_.maps[i].pystack = static_cast<PyStackId>(r.varint());
+      }
+      n = r.varint();
+      if (n > kMaxItems || n > r.remaining()) return false;
+      for (uint64_t i = 0; i < n && r.ok(); ++i) rec_.released.push_back(r.varint());
+      break;
+    }
     default:
       return false;
   }
@@ -424,7 +452,8 @@ bool apply_to_base(CheckpointRecord &whole, CheckpointRecord &&d) {
     if (!gone[i]) whole.live[j++] = whole.live[i];
   whole.live.resize(j);
   whole.live.insert(whole.live.end(), d.live.begin(), d.live.end());
-  whole.maps = std::move(d.maps);
+  whole.maps = std::move(d.maps);  // both in full in every checkpoint
+  whole.released = std::move(d.released);
 
   RunSummary &s = whole.summary;
   RunSummary &a = d.summary;

@@ -67,6 +67,7 @@ struct CheckpointRecord {
   std::vector<Event> live;
   std::vector<FreedKey> freed;
   std::vector<VmmMap> maps;
+  std::vector<uint64_t> released;  // VMM handles released while mapped
   RunSummary summary;
 };
 

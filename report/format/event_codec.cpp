@@ -4,6 +4,7 @@ namespace torchseal::tseal {
 
 namespace {
 constexpr uint8_t kAllocHasStream = 1, kAllocHasContext = 2, kAllocDevice = 4, kAllocApi = 8;
+constexpr uint8_t kMapHasStacks = 1;  // files before it never set the bit
 
 void remember(CodecState &st, uint64_t addr) {
   st.recent[st.recent_pos] = addr;
@@ -68,7 +69,9 @@ size_t encode_event(uint8_t *dst, CodecState &st, const Event &e) {
       break;
     }
     default: {
-      w.u8(op);
+      // Low bits of the op byte: kMapHasStacks on a Map that names its call's stacks.
+      const bool map_stacks = e.op == Op::Map && (e.stack || e.pystack);
+      w.u8(op | (map_stacks ? kMapHasStacks : 0));
       w.varint(dt);
       w.varint(static_cast<uint16_t>(e.api));
       switch (e.op) {
@@ -94,6 +97,10 @@ size_t encode_event(uint8_t *dst, CodecState &st, const Event &e) {
           w.varint(e.addr);
           w.varint(e.size);
           w.varint(e.stream);  // the VMM handle for Map
+          if (map_stacks) {
+            w.varint(e.stack);
+            w.varint(e.pystack);
+          }
           break;
         case Op::Step:
         case Op::Mark:
@@ -177,6 +184,10 @@ bool decode_event(ByteReader &r, CodecState &st, Event &e) {
           e.addr = r.varint();
           e.size = r.varint();
           e.stream = r.varint();
+          if (e.op == Op::Map && (nib & kMapHasStacks)) {
+            e.stack = static_cast<StackId>(r.varint());
+            e.pystack = static_cast<PyStackId>(r.varint());
+          }
           break;
         case Op::Step:
         case Op::Mark:

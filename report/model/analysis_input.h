@@ -43,6 +43,9 @@ struct LiveAlloc {
   Family family = Family::Device;
   int16_t device = -1;
   DetectedAt detected_at = DetectedAt::Exit;
+  // VMM: the cuMemMap that still maps this handle (0: none, or not recorded).
+  StackId map_stack = 0;
+  PyStackId map_pystack = 0;
 };
 
 // A live allocation from any record that names the same fields (the shim's
@@ -67,6 +70,8 @@ struct VmmMap {
   uint64_t va = 0;
   uint64_t size = 0;
   uint64_t handle = 0;
+  StackId stack = 0;  // the cuMemMap call's stacks (0: not recorded)
+  PyStackId pystack = 0;
 };
 
 // One CUDA storage the holder scan reached, and the chain that reached it.

@@ -23,6 +23,8 @@ std::string_view family_name(Family f) {
       return "vmm";
     case Family::HostRegistered:
       return "host-registered";
+    case Family::Graph:
+      return "graph";
     case Family::None:
       break;
   }
@@ -31,7 +33,7 @@ std::string_view family_name(Family f) {
 
 bool family_from_name(std::string_view s, Family &out) {
   for (Family f : {Family::Device, Family::StreamOrdered, Family::Managed, Family::HostPinned,
-                   Family::Vmm, Family::HostRegistered}) {
+                   Family::Vmm, Family::HostRegistered, Family::Graph}) {
     if (family_name(f) == s) {
       out = f;
       return true;

@@ -17,10 +17,13 @@ enum class Family : uint8_t {
   HostPinned,
   Vmm,
   None,
-  HostRegistered
+  HostRegistered,
+  Graph  // CUDA graph memory nodes: allocated at graph launch (report kind "graph")
 };
-inline constexpr Family kLastFamily = Family::HostRegistered;
-enum class Role : uint8_t { Alloc, Free, Teardown, Map, Unmap, Reserve, Unreserve, Release };
+inline constexpr Family kLastFamily = Family::Graph;
+// Graph: a call that builds, instantiates, launches or destroys a CUDA graph,
+// or begins or ends a stream capture (shim/core/graph_mem.h).
+enum class Role : uint8_t { Alloc, Free, Teardown, Map, Unmap, Reserve, Unreserve, Release, Graph };
 
 enum class ApiId : uint16_t {
 #define TS_API(id, name, layer, family, role) id,

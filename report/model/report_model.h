@@ -63,7 +63,7 @@ struct Summary {
 };
 
 struct LeakEntry {
-  // family_name(): device | stream-ordered | managed | host-pinned | vmm | host-registered
+  // family_name(): device | stream-ordered | managed | host-pinned | vmm | host-registered | graph
   std::string kind;
   std::string api;
   int device = -1;  // -1 = unknown (JSON null)
@@ -74,6 +74,10 @@ struct LeakEntry {
   std::vector<PythonFrame> python_frames;
   std::vector<Holder> holders;  // largest first
   std::string library;          // library_held entries only: "cuBLAS", "cuDNN", ...
+  // vmm: the cuMemMap that still maps the handle (JSON `mapped_at`; empty
+  // when nothing maps it).
+  std::vector<NativeFrame> map_frames;
+  std::vector<PythonFrame> map_python_frames;
 };
 
 // GrowthEntry::kind of a growing autograd graph (docs/holders.md).

@@ -151,7 +151,7 @@ struct LiveRec {
 
 bool shown_family(Family f) {
   return f == Family::Device || f == Family::StreamOrdered || f == Family::Managed ||
-         f == Family::Vmm;
+         f == Family::Vmm || f == Family::Graph;
 }
 
 // ---- what both passes learn and share ------------------------------------------

@@ -329,7 +329,8 @@ void read_report(const json &j, Report &r) {
       l.kind = get_str(e, pth, "kind");
       check_one_of(
           l.kind, join(pth, "kind"),
-          {"device", "stream-ordered", "managed", "host-pinned", "vmm", "host-registered"});
+          {"device", "stream-ordered", "managed", "host-pinned", "vmm", "host-registered",
+           "graph"});
       l.api = get_str(e, pth, "api");
       l.device = get_int32_or_null(e, pth, "device", -1);
       l.bytes = get_u64(e, pth, "bytes");
@@ -340,6 +341,13 @@ void read_report(const json &j, Report &r) {
       l.python_frames = read_python(e, pth, "python_frames");
       l.holders = read_holders(e, pth);
       if (e.contains("library")) l.library = get_str(e, pth, "library");
+      if (e.is_object() && e.contains("mapped_at")) {
+        const json &m = member(e, pth, "mapped_at");
+        std::string mp = join(pth, "mapped_at");
+        if (!m.is_object()) fail(mp, "expected an object");
+        l.map_frames = read_native(m, mp, "frames");
+        l.map_python_frames = read_python(m, mp, "python_frames");
+      }
       out.push_back(std::move(l));
     }
   };
@@ -506,6 +514,9 @@ std::string report_to_json(const Report &r) {
       e["python_frames"] = python_json(l.python_frames);
       if (python) e["holders"] = holders_json(l.holders);
       if (!l.library.empty()) e["library"] = l.library;
+      if (!l.map_frames.empty() || !l.map_python_frames.empty())
+        e["mapped_at"] = {{"frames", native_json(l.map_frames)},
+                          {"python_frames", python_json(l.map_python_frames)}};
       leaks.push_back(std::move(e));
     }
     return leaks;

@@ -210,6 +210,11 @@ std::string report_to_text(const Report &r) {
     if (l.detected_at == "context-teardown") out += " still live at context teardown,";
     out += " allocated from:\n";
     append_frames(out, l.frames, l.python_frames, is_python_site(r, l.python_frames), "    ", cwd);
+    if (!l.map_frames.empty() || !l.map_python_frames.empty()) {
+      out += "  still mapped by cuMemMap from:\n";
+      append_frames(out, l.map_frames, l.map_python_frames,
+                    is_python_site(r, l.map_python_frames), "    ", cwd);
+    }
     append_holders(out, l.holders, "    ");
   }
 

@@ -61,7 +61,8 @@ class AnalysisObserver : public SummaryObserver {
     return replay_->windowed() ? kPreexisting : 0;
   }
   void on_release(const Event &e, const ReplayRecord &r) override {
-    if (r.tag == kPreexisting && e.op == Op::Free) {
+    // A released VMM handle goes at its last unmap.
+    if (r.tag == kPreexisting && (e.op == Op::Free || e.op == Op::Unmap)) {
       ++in_.preexisting_frees;
       in_.preexisting_freed_bytes += r.alloc.size;
     }
@@ -71,6 +72,7 @@ class AnalysisObserver : public SummaryObserver {
     replay.for_each_live([&](const ReplayRecord &r) {
       if (r.tag != kPreexisting) in_.live.push_back(live_alloc_of(r.alloc));
     });
+    note_map_sites(replay.vmm_maps(), in_.live);
     in_.live.insert(in_.live.end(), sum_.teardown.begin(), sum_.teardown.end());
     in_.peak_bytes = sum_.peak;
     in_.events = sum_.events;

@@ -32,6 +32,7 @@ tseal::CheckpointRecord CheckpointObserver::whole(uint64_t seq, uint64_t time_ns
   c.step = step;
   c.live = replay_->live_events();
   c.maps = replay_->vmm_maps().list();
+  c.released = replay_->vmm_maps().released();
   c.summary = sum_;
   return c;
 }
@@ -68,6 +69,7 @@ tseal::CheckpointRecord CheckpointObserver::delta(uint64_t seq, uint64_t time_ns
     return std::tie(a.vmm, a.addr) < std::tie(b.vmm, b.addr);
   });
   c.maps = replay_->vmm_maps().list();
+  c.released = replay_->vmm_maps().released();
   RunSummary &d = c.summary;
   d.events = sum_.events;
   d.peak = sum_.peak;

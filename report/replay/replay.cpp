@@ -34,6 +34,8 @@ void Replay::apply(const Event &e, bool notify) {
   if (notify) obs_.on_event(e);
   switch (e.op) {
     case Op::Alloc: {
+      // An allocated handle is an unreleased one (a failed release undone).
+      if (e.family == Family::Vmm) vmm_maps_.forget(e.addr);
       Table &t = table(e.family);
       auto it = t.find(e.addr);
       if (it != t.end()) {
@@ -50,20 +52,30 @@ void Replay::apply(const Event &e, bool notify) {
     case Op::Free: {
       Table &t = table(e.family);
       auto it = t.find(e.addr);
-      if (it != t.end()) {
-        if (notify) obs_.on_release(e, it->second);
-        live_bytes_ -= it->second.alloc.size;
-        t.erase(it);
-      }
+      if (it == t.end()) break;
+      // A VMM handle released while mapped lives until its last unmap.
+      if (e.family == Family::Vmm && !vmm_maps_.release(e.addr)) break;
+      if (notify) obs_.on_release(e, it->second);
+      live_bytes_ -= it->second.alloc.size;
+      t.erase(it);
       break;
     }
     case Op::Teardown:
       teardown(e, notify);
       break;
     case Op::Map:
-    case Op::Unmap:
-      vmm_maps_.apply(e.op, e.addr, e.size, e.stream);  // the handle, for Map
+    case Op::Unmap: {
+      std::vector<uint64_t> gone;
+      vmm_maps_.apply(e.op, e.addr, e.size, e.stream, &gone, e.stack, e.pystack);
+      for (uint64_t h : gone) {
+        auto it = vmm_.find(h);
+        if (it == vmm_.end()) continue;
+        if (notify) obs_.on_release(e, it->second);
+        live_bytes_ -= it->second.alloc.size;
+        vmm_.erase(it);
+      }
       break;
+    }
     default:
       break;
   }
@@ -80,6 +92,7 @@ void Replay::teardown(const Event &e, bool notify) {
   if (notify) obs_.on_teardown(e, dying);
   for (const ReplayRecord *r : dying) {
     live_bytes_ -= r->alloc.size;
+    if (r->alloc.family == Family::Vmm) vmm_maps_.forget(r->alloc.addr);
     table(r->alloc.family).erase(r->alloc.addr);
   }
 }
@@ -89,7 +102,9 @@ void Replay::on_checkpoint(tseal::CheckpointRecord &&c, bool whole) {
   vmm_.clear();
   live_bytes_ = 0;
   vmm_maps_ = VmmMapTable();
-  for (const VmmMap &m : c.maps) vmm_maps_.apply(Op::Map, m.va, m.size, m.handle);
+  for (const VmmMap &m : c.maps)
+    vmm_maps_.apply(Op::Map, m.va, m.size, m.handle, nullptr, m.stack, m.pystack);
+  vmm_maps_.restore_released(c.released);
   for (const Event &e : c.live) {
     table(e.family)[e.addr] = ReplayRecord{e, 0};
     live_bytes_ += e.size;

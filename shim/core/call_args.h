@@ -39,6 +39,8 @@ struct CallArgs {
   uint64_t size = 0;     // bytes (requested bytes on failure)
   uint64_t stream = 0;   // stream handle, 0 for the legacy default stream
   uint64_t handle = 0;   // cuMemMap's physical handle
+  uint64_t graph = 0;    // CUgraph of a graph call (Role::Graph)
+  uint64_t exec = 0;     // CUgraphExec of an instantiation, launch or destroy
 };
 
 // A call of `api` with the family the API table gives it.
@@ -65,6 +67,12 @@ inline uint64_t pitched_bytes(bool ok, const size_t *pitch, size_t width_bytes, 
 // they do not name one (the caller's current device then).
 inline int vmm_create_device(const CUmemAllocationProp *prop) {
   return (prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE) ? prop->location.id : -1;
+}
+
+// A graph allocation node's device (its pool location), or -1.
+inline int graph_node_device(const CUDA_MEM_ALLOC_NODE_PARAMS *p) {
+  return (p && p->poolProps.location.type == CU_MEM_LOCATION_TYPE_DEVICE) ? p->poolProps.location.id
+                                                                         : -1;
 }
 
 // Whether teardown call `call` frees the allocations of `c`'s context or

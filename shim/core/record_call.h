@@ -17,10 +17,17 @@ inline bool records_alloc(const CallArgs &c) {
 // Call after records_alloc() said yes (a backend may have work to do in
 // between, such as asking for the device).
 inline void record_alloc(const CallArgs &c) {
-  if (c.result == CallResult::Ok)
-    recorder().on_alloc(c.api, c.family, c.addr, c.size, c.device, c.stream, c.context);
-  else
+  if (c.result != CallResult::Ok) {
     recorder().on_oom(c.api, c.family, c.size, c.device);
+    return;
+  }
+  // Into a capturing stream: a graph's allocation node, allocated at launch.
+  if (c.family == Family::StreamOrdered && recorder().graphs().capturing())
+    if (uint64_t graph = capture_graph_of(c.stream)) {
+      recorder().on_graph_node(c.api, graph, true, c.addr, c.size, c.device, c.context);
+      return;
+    }
+  recorder().on_alloc(c.api, c.family, c.addr, c.size, c.device, c.stream, c.context);
 }
 
 // A free of NULL is a documented no-op, not an event.
@@ -30,6 +37,12 @@ inline bool records_free(const CallArgs &c) { return c.addr != 0; }
 // again by the driver in between; the token undoes it if the free fails.
 inline FreeToken record_free(const CallArgs &c) {
   if (!records_free(c)) return {};
+  // Into a capturing stream: a free node, which frees at the graph's launch.
+  if (c.family == Family::StreamOrdered && recorder().graphs().capturing())
+    if (uint64_t graph = capture_graph_of(c.stream)) {
+      recorder().on_graph_node(c.api, graph, false, c.addr, 0, c.device, c.context);
+      return {};
+    }
   return recorder().on_free(c.api, c.family, c.addr, c.stream);
 }
 
@@ -59,6 +72,50 @@ inline void record_vmm_range(const CallArgs &c) {
       return;
   }
   recorder().on_vmm_range(op, c.addr, c.size, c.handle);
+}
+
+// A graph call (Role::Graph) that returned `c.result`.
+inline void record_graph_call(const CallArgs &c) {
+  Recorder &r = recorder();
+  switch (c.api) {
+    case ApiId::cuStreamBeginCapture_v2:
+    case ApiId::cuStreamBeginCapture_v2_ptsz:
+      if (c.result == CallResult::Ok) r.graphs().capture_began();
+      return;
+    case ApiId::cuStreamEndCapture:
+    case ApiId::cuStreamEndCapture_ptsz:
+      // An invalidated capture ends with an error too.
+      r.graphs().capture_ended();
+      return;
+    default:
+      break;
+  }
+  if (c.result != CallResult::Ok) return;
+  switch (c.api) {
+    case ApiId::cuGraphAddMemAllocNode:
+      r.on_graph_node(c.api, c.graph, true, c.addr, c.size, c.device, c.context);
+      return;
+    case ApiId::cuGraphAddMemFreeNode:
+      r.on_graph_node(c.api, c.graph, false, c.addr, 0, c.device, c.context);
+      return;
+    case ApiId::cuGraphInstantiateWithFlags:
+    case ApiId::cuGraphInstantiateWithParams:
+    case ApiId::cuGraphInstantiateWithParams_ptsz:
+      r.on_graph_instantiate(c.exec, c.graph);
+      return;
+    case ApiId::cuGraphLaunch:
+    case ApiId::cuGraphLaunch_ptsz:
+      r.on_graph_launch(c.api, c.exec, c.stream);
+      return;
+    case ApiId::cuGraphExecDestroy:
+      r.on_graph_exec_destroy(c.exec);
+      return;
+    case ApiId::cuGraphDestroy:
+      r.on_graph_destroy(c.graph);
+      return;
+    default:
+      return;
+  }
 }
 
 // Call after tears_down() said yes.

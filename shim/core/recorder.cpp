@@ -82,6 +82,21 @@ void Recorder::on_alloc(ApiId api, Family family, uint64_t addr, uint64_t size, 
 FreeToken Recorder::on_free(ApiId api, Family family, uint64_t addr, uint64_t) {
   uint64_t t0 = now_ns();
   FreeToken t;
+  if (family == Family::Vmm && vmm_.find(addr, &t.rec)) {
+    bool now;
+    {
+      Guard g(misc_lock_);
+      now = vmm_maps_.release(addr);
+    }
+    if (!now) {
+      // Mapped: the memory goes at its last unmap (on_vmm_range). The
+      // history says released; its replay applies the same rule.
+      t.known = t.deferred = true;
+      if (history::enabled()) history::append(make_event(Op::Free, api, family, t0, addr, 0));
+      counters().end_event(t0);
+      return t;
+    }
+  }
   t.known = table_for(family).remove(addr, &t.rec);
   if (t.known) {
     counters().add_live(-static_cast<int64_t>(t.rec.size));
@@ -155,13 +170,20 @@ void Recorder::end_interval() {
 void Recorder::undo_free(const FreeToken &t) {
   if (!t.known) return;
   if (history::enabled()) {
-    // The free was already logged; the failed real free means it is live again.
+    // The free was already logged; the failed real free means it is live
+    // again (for a VMM handle: unreleased again, in the replay too).
     Event e = make_event(Op::Alloc, t.rec.api, t.rec.family, now_ns(), t.rec.addr, t.rec.size);
     e.stack = t.rec.stack;
     e.pystack = t.rec.pystack;
     e.device = t.rec.device;
     e.context = t.rec.context;
     history::append(e);
+  }
+  if (t.deferred) {
+    // Nothing was removed: only the release is undone.
+    Guard g(misc_lock_);
+    vmm_maps_.unrelease(t.rec.addr);
+    return;
   }
   LiveRecord old{};
   if (!table_for(t.rec.family).insert(t.rec, &old))
@@ -352,11 +374,17 @@ void Recorder::on_teardown(ApiId api, int device, uint32_t context) {
   auto dies = [&](const LiveRecord &r) {
     return context ? r.context == context : (device < 0 || r.device == device);
   };
+  std::vector<uint64_t> dead_handles;
   for (LiveTable *t : {&live_, &vmm_})
     t->remove_if(dies, [&](const LiveRecord &r) {
       dead.push_back(live_alloc_of(r, DetectedAt::ContextTeardown));
+      if (r.family == Family::Vmm) dead_handles.push_back(r.addr);
       counters().add_live(-static_cast<int64_t>(r.size));
     });
+  if (!dead_handles.empty()) {
+    Guard g(misc_lock_);
+    for (uint64_t h : dead_handles) vmm_maps_.forget(h);
+  }
   // Pre-existing memory dies with its context too; it is not the interval's.
   for (LiveTable *t : {&pre_live_, &pre_vmm_})
     t->remove_if(dies,
@@ -426,18 +454,106 @@ void Recorder::on_dump(DumpTrigger trigger) {
 }
 
 void Recorder::on_vmm_range(Op op, uint64_t addr, uint64_t size, uint64_t handle) {
+  uint64_t t0 = now_ns();
+  // A mapping names its site: memory released while mapped leaks there.
+  StackId stack = op == Op::Map ? capture() : 0;
+  PyStackId pystack = op == Op::Map ? py::capture() : 0;
+  std::vector<uint64_t> gone;
   if (op == Op::Map || op == Op::Unmap) {
     Guard g(misc_lock_);
-    vmm_maps_.apply(op, addr, size, handle);
+    vmm_maps_.apply(op, addr, size, handle, &gone, stack, pystack);
+  }
+  // Released handles this unmap took the last mapping of: freed now.
+  for (uint64_t h : gone) {
+    LiveRecord rec{};
+    if (vmm_.remove(h, &rec)) counters().add_live(-static_cast<int64_t>(rec.size));
   }
   if (!history::enabled()) return;
   ApiId api = op == Op::Map       ? ApiId::cuMemMap
               : op == Op::Unmap   ? ApiId::cuMemUnmap
               : op == Op::Reserve ? ApiId::cuMemAddressReserve
                                   : ApiId::cuMemAddressFree;
-  Event e = make_event(op, api, Family::Vmm, now_ns(), addr, size);
+  Event e = make_event(op, api, Family::Vmm, t0, addr, size);
   e.stream = handle;
+  e.stack = stack;
+  e.pystack = pystack;
   history::append(e);
+}
+
+void Recorder::on_graph_node(ApiId api, uint64_t graph, bool alloc, uint64_t va, uint64_t size,
+                             int device, uint32_t context) {
+  GraphMemNode n;
+  n.alloc = alloc;
+  n.va = va;
+  n.size = size;
+  n.device = device;
+  n.context = context;
+  if (alloc) {
+    uint64_t ips[256];
+    int k = capture_stack(ips, std::min(stack_depth, 256));
+    n.ips.assign(ips, ips + k);
+    n.pystack = py::capture();
+    if (history::enabled()) {
+      // The reserved address, on the timeline (it owns no memory yet).
+      Event e = make_event(Op::Reserve, api, Family::Graph, now_ns(), va, size);
+      e.stream = graph;
+      history::append(e);
+    }
+  }
+  graphs_.add_node(graph, std::move(n));
+}
+
+void Recorder::freed(ApiId api, Family family, uint64_t addr, uint64_t size, uint64_t t) {
+  counters().add_live(-static_cast<int64_t>(size));
+  if (history::enabled()) history::append(make_event(Op::Free, api, family, t, addr, 0));
+  counters().end_event(t);
+}
+
+void Recorder::on_graph_launch(ApiId api, uint64_t exec, uint64_t stream) {
+  std::vector<GraphMemNode> nodes;
+  if (!graphs_.launch_nodes(exec, nodes)) return;
+  // The stack of each allocation: the node's creation site (the allocating
+  // line), then the launch's own frames.
+  uint64_t launch[256];
+  int nl = capture_stack(launch, std::min(stack_depth, 256));
+  for (const GraphMemNode &n : nodes) {
+    uint64_t t = now_ns();
+    LiveRecord old{};
+    if (!n.alloc) {
+      // A free node of a graph allocation that is not live frees nothing
+      // we saw: never an invalid free.
+      if (live_.remove(n.va, &old)) freed(api, old.family, n.va, old.size, t);
+      continue;
+    }
+    // Still live at a relaunch: freed by it (AutoFreeOnLaunch; without the
+    // flag the driver refuses the launch, which is then not recorded).
+    if (live_.remove(n.va, &old)) freed(api, Family::Graph, n.va, old.size, t);
+    uint64_t ips[512];
+    int k = 0;
+    for (uint64_t ip : n.ips) ips[k++] = ip;
+    for (int i = 0; i < nl && k < 512; ++i) ips[k++] = launch[i];
+    LiveRecord r{};
+    r.addr = n.va;
+    r.size = n.size;
+    r.stack = stacks_.intern(ips, k);
+    r.pystack = n.pystack;
+    r.api = api;
+    r.family = Family::Graph;
+    r.device = static_cast<int8_t>(n.device);
+    r.context = n.context;
+    live_.insert(r, nullptr);
+    counters().add_live(static_cast<int64_t>(n.size));
+    if (history::enabled()) {
+      Event e = make_event(Op::Alloc, api, Family::Graph, t, n.va, n.size);
+      e.stack = r.stack;
+      e.pystack = r.pystack;
+      e.stream = stream;
+      e.device = static_cast<int16_t>(n.device);
+      e.context = n.context;
+      history::append(e);
+    }
+    counters().end_event(t);
+  }
 }
 
 void Recorder::snapshot(AnalysisInput &in) {
@@ -473,6 +589,7 @@ void Recorder::live_now(AnalysisInput &in) {
         [&](const LiveRecord &r) { in.live.push_back(live_alloc_of(r, DetectedAt::Exit)); });
   Guard g(misc_lock_);
   in.vmm_maps = vmm_maps_.list();
+  note_map_sites(vmm_maps_, in.live);
 }
 
 uint64_t Recorder::events() const { return counters().events(); }
@@ -504,6 +621,7 @@ void Recorder::reset_after_fork() {
   recovered_kept_ = 0;
   new (&invalid_frees_) std::vector<InvalidFree>();
   new (&vmm_maps_) VmmMapTable();
+  graphs_.reset_after_fork();
   new (&step_samples_) std::vector<StepSample>();
   new (&window_samples_) std::vector<StepSample>();
   ooms_total_ = invalid_frees_total_ = 0;

@@ -10,6 +10,7 @@
 
 #include "report/model/analysis_input.h"
 #include "report/model/vmm_maps.h"
+#include "shim/core/graph_mem.h"
 #include "shim/core/live_table.h"
 #include "shim/core/stack_table.h"
 
@@ -17,6 +18,7 @@ namespace torchseal {
 
 struct FreeToken {
   bool known = false;
+  bool deferred = false;  // a VMM release that mappings keep alive: nothing was removed
   LiveRecord rec{};
 };
 
@@ -53,6 +55,19 @@ class Recorder {
   // keep the current mappings, which place tensors in their handles.
   void on_vmm_range(Op op, uint64_t addr, uint64_t size, uint64_t handle);
 
+  // CUDA graphs (graph_mem.h). A memory node added to `graph`: an
+  // allocation node reserves [va, va + size), a free node frees va when
+  // the graph launches. From the hooks after the call succeeded.
+  void on_graph_node(ApiId api, uint64_t graph, bool alloc, uint64_t va, uint64_t size,
+                     int device, uint32_t context);
+  void on_graph_instantiate(uint64_t exec, uint64_t graph) { graphs_.instantiate(exec, graph); }
+  // `exec` was launched: its allocation nodes allocate (at the node's
+  // creation site, called from here), its free nodes free.
+  void on_graph_launch(ApiId api, uint64_t exec, uint64_t stream);
+  void on_graph_destroy(uint64_t graph) { graphs_.destroy_graph(graph); }
+  void on_graph_exec_destroy(uint64_t exec) { graphs_.destroy_exec(exec); }
+  GraphMemTable &graphs() { return graphs_; }
+
   // An interval (torchseal_start .. torchseal_stop): what is live at its
   // start is pre-existing. It moves aside, so the interval's report lists
   // only what was allocated inside it; its frees are counted, not invalid.
@@ -86,6 +101,8 @@ class Recorder {
 
  private:
   StackId capture();
+  // A free of a known live record: accounting and history.
+  void freed(ApiId api, Family family, uint64_t addr, uint64_t size, uint64_t t);
   // An OOM whose verdict waits for its thread's next allocation: the failed
   // attempts of one request (a retry that fails again joins the chain).
   struct OomChain {
@@ -117,6 +134,7 @@ class Recorder {
   size_t recovered_kept_ = 0;
   std::vector<InvalidFree> invalid_frees_;
   VmmMapTable vmm_maps_;  // under misc_lock_
+  GraphMemTable graphs_;
   std::atomic<uint64_t> steps_{0};
   std::atomic<uint64_t> windows_{0};
   std::vector<StepSample> step_samples_, window_samples_;  // under misc_lock_

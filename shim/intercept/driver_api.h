@@ -17,6 +17,11 @@ CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStre
 CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
                                       CUstream hStream);
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream);
+CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                           CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams);
+CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream);
+CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode);
+CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph);
 }
 
 namespace torchseal {
@@ -27,6 +32,12 @@ struct DriverQueries {
   CUresult (*ctx_get_device)(CUdevice *) = nullptr;
   CUresult (*primary_ctx_get_state)(CUdevice, unsigned int *, int *) = nullptr;
   CUresult (*device_get_count)(int *) = nullptr;
+  // cuStreamGetCaptureInfo_v3 (CUDA 12.3+), else _v2: the capture's graph.
+  CUresult (*capture_info_v3)(CUstream, CUstreamCaptureStatus *, cuuint64_t *, CUgraph *,
+                              const CUgraphNode **, const CUgraphEdgeData **,
+                              size_t *) = nullptr;
+  CUresult (*capture_info_v2)(CUstream, CUstreamCaptureStatus *, cuuint64_t *, CUgraph *,
+                              const CUgraphNode **, size_t *) = nullptr;
 };
 const DriverQueries &driver_queries();
 

@@ -129,11 +129,28 @@ const DriverQueries &driver_queries() {
           real_dlsym(h, "cuDevicePrimaryCtxGetState"));
       d.device_get_count =
           reinterpret_cast<decltype(d.device_get_count)>(real_dlsym(h, "cuDeviceGetCount"));
+      d.capture_info_v3 = reinterpret_cast<decltype(d.capture_info_v3)>(
+          real_dlsym(h, "cuStreamGetCaptureInfo_v3"));
+      d.capture_info_v2 = reinterpret_cast<decltype(d.capture_info_v2)>(
+          real_dlsym(h, "cuStreamGetCaptureInfo_v2"));
       dlclose(h);
     }
     return d;
   }();
   return q;
+}
+
+uint64_t capture_graph_of(uint64_t stream) {
+  const DriverQueries &q = driver_queries();
+  CUstream s = reinterpret_cast<CUstream>(stream);
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  CUgraph graph = nullptr;
+  CUresult rc = q.capture_info_v3
+                    ? q.capture_info_v3(s, &status, nullptr, &graph, nullptr, nullptr, nullptr)
+                : q.capture_info_v2 ? q.capture_info_v2(s, &status, nullptr, &graph, nullptr, nullptr)
+                                    : CUDA_ERROR_NOT_SUPPORTED;
+  if (rc != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_ACTIVE) return 0;
+  return reinterpret_cast<uint64_t>(graph);
 }
 
 bool one_device() {
@@ -215,10 +232,24 @@ CUresult vmm_range_through(CallArgs c, Forward forward) {
   return rc;
 }
 
+// Graph calls: recorded after the call returns, with what it filled in
+// (`after` reads the outputs once the driver has written them).
+template <typename Forward, typename After>
+CUresult graph_through(CallArgs c, Forward forward, After after) {
+  HookScope scope;
+  CUresult rc = forward();
+  if (!scope.record()) return rc;
+  c.result = result_of(rc);
+  if (rc == CUDA_SUCCESS) after(c);
+  record_graph_call(c);
+  return rc;
+}
+
 }  // namespace
 }  // namespace torchseal
 
 using torchseal::alloc_through;
+using torchseal::graph_through;
 using torchseal::call_args;
 using torchseal::free_through;
 using torchseal::host_alloc_through;
@@ -368,6 +399,103 @@ TS_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
   c.device = dev;
   return teardown_through(c, [&] { return real(dev); });
 }
+
+// ---- CUDA graphs: memory nodes, instantiation, launch, capture ----
+
+namespace {
+uint64_t u64(const void *p) { return reinterpret_cast<uint64_t>(p); }
+}  // namespace
+
+TS_EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                          const CUgraphNode *dependencies, size_t numDependencies,
+                                          CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams) {
+  TS_DRV_REAL(cuGraphAddMemAllocNode);
+  CallArgs c = call_args(ApiId::cuGraphAddMemAllocNode);
+  c.graph = u64(hGraph);
+  return graph_through(
+      c, [&] { return real(phGraphNode, hGraph, dependencies, numDependencies, nodeParams); },
+      [&](CallArgs &a) {
+        a.addr = nodeParams ? nodeParams->dptr : 0;
+        a.size = nodeParams ? nodeParams->bytesize : 0;
+        a.device = torchseal::graph_node_device(nodeParams);
+        if (a.device < 0) a.device = torchseal::current_device();
+        a.context = torchseal::current_context_id();
+      });
+}
+
+TS_EXPORT CUresult cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                         const CUgraphNode *dependencies, size_t numDependencies,
+                                         CUdeviceptr dptr) {
+  TS_DRV_REAL(cuGraphAddMemFreeNode);
+  CallArgs c = call_args(ApiId::cuGraphAddMemFreeNode, dptr);
+  c.graph = u64(hGraph);
+  return graph_through(
+      c, [&] { return real(phGraphNode, hGraph, dependencies, numDependencies, dptr); },
+      [](CallArgs &) {});
+}
+
+TS_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                               unsigned long long flags) {
+  TS_DRV_REAL(cuGraphInstantiateWithFlags);
+  CallArgs c = call_args(ApiId::cuGraphInstantiateWithFlags);
+  c.graph = u64(hGraph);
+  return graph_through(
+      c, [&] { return real(phGraphExec, hGraph, flags); },
+      [&](CallArgs &a) { a.exec = phGraphExec ? u64(*phGraphExec) : 0; });
+}
+
+#define TS_DRV_INSTANTIATE_PARAMS(fn)                                                       \
+  TS_EXPORT CUresult fn(CUgraphExec *phGraphExec, CUgraph hGraph,                           \
+                        CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams) {                 \
+    TS_DRV_REAL(fn);                                                                        \
+    CallArgs c = call_args(ApiId::fn);                                                      \
+    c.graph = u64(hGraph);                                                                  \
+    return graph_through(                                                                   \
+        c, [&] { return real(phGraphExec, hGraph, instantiateParams); },                    \
+        [&](CallArgs &a) { a.exec = phGraphExec ? u64(*phGraphExec) : 0; });                \
+  }
+TS_DRV_INSTANTIATE_PARAMS(cuGraphInstantiateWithParams)
+TS_DRV_INSTANTIATE_PARAMS(cuGraphInstantiateWithParams_ptsz)
+#undef TS_DRV_INSTANTIATE_PARAMS
+
+#define TS_DRV_GRAPH_LAUNCH(fn)                                                          \
+  TS_EXPORT CUresult fn(CUgraphExec hGraphExec, CUstream hStream) {                      \
+    TS_DRV_REAL(fn);                                                                     \
+    CallArgs c = call_args(ApiId::fn, 0, 0, u64(hStream));                               \
+    c.exec = u64(hGraphExec);                                                            \
+    return graph_through(c, [&] { return real(hGraphExec, hStream); }, [](CallArgs &) {}); \
+  }
+TS_DRV_GRAPH_LAUNCH(cuGraphLaunch)
+TS_DRV_GRAPH_LAUNCH(cuGraphLaunch_ptsz)
+#undef TS_DRV_GRAPH_LAUNCH
+
+TS_EXPORT CUresult cuGraphExecDestroy(CUgraphExec hGraphExec) {
+  TS_DRV_REAL(cuGraphExecDestroy);
+  CallArgs c = call_args(ApiId::cuGraphExecDestroy);
+  c.exec = u64(hGraphExec);
+  return graph_through(c, [&] { return real(hGraphExec); }, [](CallArgs &) {});
+}
+
+TS_EXPORT CUresult cuGraphDestroy(CUgraph hGraph) {
+  TS_DRV_REAL(cuGraphDestroy);
+  CallArgs c = call_args(ApiId::cuGraphDestroy);
+  c.graph = u64(hGraph);
+  return graph_through(c, [&] { return real(hGraph); }, [](CallArgs &) {});
+}
+
+#define TS_DRV_CAPTURE(fn, params, args)                                       \
+  TS_EXPORT CUresult fn params {                                               \
+    TS_DRV_REAL(fn);                                                           \
+    return graph_through(call_args(ApiId::fn, 0, 0, u64(hStream)),             \
+                         [&] { return real args; }, [](CallArgs &) {});        \
+  }
+TS_DRV_CAPTURE(cuStreamBeginCapture_v2, (CUstream hStream, CUstreamCaptureMode mode),
+               (hStream, mode))
+TS_DRV_CAPTURE(cuStreamBeginCapture_v2_ptsz, (CUstream hStream, CUstreamCaptureMode mode),
+               (hStream, mode))
+TS_DRV_CAPTURE(cuStreamEndCapture, (CUstream hStream, CUgraph * phGraph), (hStream, phGraph))
+TS_DRV_CAPTURE(cuStreamEndCapture_ptsz, (CUstream hStream, CUgraph * phGraph), (hStream, phGraph))
+#undef TS_DRV_CAPTURE
 
 // ---- cuGetProcAddress: hand out wrappers for the variant the driver chose ----
 

@@ -43,6 +43,7 @@ struct Live {
   Family family;
   int16_t device;
   ApiId free_api;
+  bool mapped = false;  // VMM: a mapping holds it (unmapped before its release)
 };
 
 // IP of frame k of stack s. Frames 0-1 are torchseal / libcudart internals,
@@ -204,6 +205,17 @@ int main(int argc, char **argv) {
         if (!vmm.empty() && uni(2)) {
           auto it = vmm.begin();
           std::advance(it, static_cast<long>(uni(vmm.size())));
+          if (it->second.mapped) {
+            // Unmapped first: a released handle lives while a mapping holds it.
+            e.op = Op::Unmap;
+            e.api = ApiId::cuMemUnmap;
+            e.addr = 0x600000000000ull + it->first * (32ull << 20);
+            e.size = it->second.size;
+            per_tid[th].push_back(e);
+            t += 500;
+            e.time_ns = t;
+            e.size = 0;
+          }
           e.op = Op::Free;
           e.api = ApiId::cuMemRelease;
           e.addr = it->first;
@@ -219,6 +231,7 @@ int main(int argc, char **argv) {
           ++shown_allocs[dev];
           if (uni(2)) {
             // A map right after it (timeline only).
+            vmm[e.addr].mapped = true;
             per_tid[th].push_back(e);
             e.op = Op::Map;
             e.api = ApiId::cuMemMap;

@@ -430,6 +430,10 @@ def scenario_example(args):
                 skip("static cudart: the shim recorded no events; the driver-level hooks "
                      "or CUPTI backend are not in the shim yet")
             check_report(check, exp, report, result, result.pid, prefix)
+            if opts.get("--replay") == "1" and run_no == 0:
+                check_replay(check, report, prefix)
+            if name == "vmm_mapped_leak" and run_no == 0:
+                check_mapped_at(check, report, source)
             if name == "oom" and run_no == 0:
                 check_oom_numbers(check, report, result)
             if name == "invalid_free" and run_no == 0:
@@ -437,6 +441,38 @@ def scenario_example(args):
             if check.failures:
                 break  # the first run's failures are the interesting ones
     return check.finish()
+
+
+def leak_set(report):
+    return sorted((l["bytes"], l["allocations"], l["kind"], l["api"], l["detected_at"],
+                   short(l)) for l in report.get("leaks", []))
+
+
+def check_replay(check, report, prefix):
+    """`torchseal report P.tseal` gives the in-process report's leak set and
+    invalid frees: the shim and the replay apply the same live-state rules."""
+    cli = need("TSEAL_IT_CLI", what="torchseal CLI")
+    shown = run([cli, "report", prefix + ".tseal", "--format", "json"], base_env())
+    check.note("replay", shown.describe())
+    try:
+        replayed = json.loads(shown.stdout)
+    except ValueError:
+        check.true("`torchseal report P.tseal --format json` prints JSON", False)
+        return
+    check.eq("replayed leak set", leak_set(replayed), leak_set(report))
+    check.eq("replayed invalid frees", len(replayed.get("invalid_frees", [])),
+             len(report.get("invalid_frees", [])))
+
+
+def check_mapped_at(check, report, source):
+    """A VMM leak that stayed mapped names its cuMemMap line too."""
+    with open(source) as f:
+        line = next(n for n, text in enumerate(f, 1) if "cuMemMap(" in text)
+    leaks = report.get("leaks") or [{}]
+    fr = frame0(leaks[0].get("mapped_at") or {})
+    check.eq("mapped_at frames[0] line (the cuMemMap call)", fr.get("line"), line)
+    check.eq("mapped_at frames[0] file", os.path.basename(fr.get("file") or ""),
+             os.path.basename(source))
 
 
 def check_oom_numbers(check, report, result):

@@ -14,6 +14,8 @@ stack (--cuda-libs) and this directory's fake compute-sanitizer.
                   has no driver: one line, exit 77
     wrong-stack   a driver but no runtime: the examples would load simcuda's
                   runtime through their RUNPATH; refused, exit 1
+    programs      --programs DIR (binaries built elsewhere): bare, both backends
+                  and the fake sanitizer agree; a dropped allocation says NO
     torch         one real-torch pattern through the script (suite torch)
 
 Paths come from meson (tests/realgpu/meson.build): TSEAL_RG_SOURCE,
@@ -276,7 +278,42 @@ def scenario_torch(check):
     check.eq("torch row: agree? column", row[4], "yes")
 
 
+def scenario_programs(check):
+    want = {  # program: (torchseal cell, sanitizer cell), from their EXPECT lines
+        "graph_memory_nodes": ("exit 0, 0 B in 0, 0 invalid frees", "exit 0, 0 B in 0"),
+        "graph_footprint": ("exit 0, 75497472 B in 5, 0 invalid frees",
+                            "exit 0, 75497472 B in 5"),
+        "vmm_mapped_leak": ("exit 0, 2097152 B in 1, 0 invalid frees", "exit 0, 2097152 B in 1"),
+    }
+    with tempfile.TemporaryDirectory(prefix="tseal-programs-") as tmp:
+        for name in want:
+            os.symlink(os.path.join(BUILD, "examples", name), os.path.join(tmp, name))
+        with open(os.path.join(tmp, "README"), "w") as f:
+            f.write("not a program: not executable\n")
+        result = real_gpu(["--programs", tmp, "--sanitizer", FAKE])
+        check.note("run", result.describe())
+        check.eq("exit status", result.returncode, 0, result.describe())
+        table = rows(result.stdout)
+        check.eq("one row per executable", sorted(table), sorted(want))
+        for name, (ts, cs) in want.items():
+            row = table.get(name) or [""] * 6
+            check.eq("%s: bare" % name, row[1], "exit 0")
+            check.eq("%s: hooks" % name, row[2], ts)
+            check.eq("%s: cupti" % name, row[3], ts)
+            check.eq("%s: compute-sanitizer" % name, row[4], cs)
+            check.eq("%s: agree?" % name, row[5], "yes")
+        dropped = real_gpu(["--programs", tmp, "--sanitizer", FAKE], FAKE_SANITIZER_DROP="1")
+        check.note("run with one allocation dropped", dropped.describe())
+        check.eq("exit status with a disagreement", dropped.returncode, 1, dropped.describe())
+        row = rows(dropped.stdout).get("graph_footprint") or [""] * 6
+        # The fake leaves out the one 64 MiB allocation of the largest leak.
+        check.eq("graph_footprint: compute-sanitizer misses one", row[4],
+                 "exit 0, 8388608 B in 4")
+        check.eq("graph_footprint: agree?", row[5], "NO")
+
+
 SCENARIOS = {
+    "programs": scenario_programs,
     "parser": scenario_parser,
     "agree": lambda c: scenario_agree(c, "2025"),
     "agree-2024": lambda c: scenario_agree(c, "2024"),

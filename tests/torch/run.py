@@ -10,7 +10,7 @@ pass, 1 fail, 77 skip (always with a reason: a loud banner on stderr, or
 one line when the interpreter is absent).
 
 Scenarios: env, smoke, truth-tensors, truth-segments, memory-viz, dataloader,
-backward-growth, backward-oom, oom-recovered, window-growth, replay-segments,
+backward-growth, backward-oom, oom-recovered, window-growth, replay-segments, graph-async,
 replay-tensors, pinned-cache-tensors,
 and PATTERN-MODE for PATTERN a key of PATTERNS (examples/python/torch) and
 MODE in segments, tensors, expandable.
@@ -629,6 +629,49 @@ def run_inline(tmp, name, source, ran="", **kw):
     return script, out, p, load(out + ".json")
 
 
+# torch.cuda.graph under backend:cudaMallocAsync: the capture's cudaMallocAsync
+# become graph allocation nodes, each replay allocates and frees them. A
+# correct program: nothing leaks and no free is invalid, in both backends.
+GRAPH_ASYNC = """
+import torch
+x = torch.ones(1024, 1024, device="cuda")
+s = torch.cuda.Stream()
+s.wait_stream(torch.cuda.current_stream())
+with torch.cuda.stream(s):
+    for _ in range(2):  # warm-up, as the PyTorch docs ask
+        y = x * 2 + 1
+torch.cuda.current_stream().wait_stream(s)
+g = torch.cuda.CUDAGraph()
+with torch.cuda.graph(g):
+    y = x * 2 + 1
+    z = y.sum()
+for _ in range(3):
+    g.replay()
+torch.cuda.synchronize()
+del g, y, z, x
+# PyTorch frees what the capture released of earlier memory at its next allocation.
+torch.ones(1, device="cuda")
+torch.cuda.synchronize()
+print("graph replayed")
+"""
+
+
+def scenario_graph_async():
+    with tempfile.TemporaryDirectory(prefix="tseal-torch-") as tmp:
+        for backend in ("hooks", "cupti"):
+            extra = {"PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync",
+                     "TORCHSEAL_BACKEND": backend}
+            script, out, p, r = run_inline(tmp, "graph_async_" + backend, GRAPH_ASYNC,
+                                           ran="graph replayed", extra=extra)
+            summary = r.get("summary") or {}
+            CHECK.eq(f"{backend}: leaked bytes", summary.get("leaked_bytes"), 0)
+            CHECK.eq(f"{backend}: invalid frees", len(r.get("invalid_frees") or []), 0)
+            rep = replayed(out)
+            CHECK.eq(f"{backend}: the replay's leaked bytes",
+                     (rep.get("summary") or {}).get("leaked_bytes"), 0)
+    done()
+
+
 def scenario_backward_growth():
     with tempfile.TemporaryDirectory(prefix="tseal-torch-") as tmp:
         script, out, p, r = run_inline(tmp, "backward_growth", BACKWARD_GROWTH)
@@ -853,6 +896,8 @@ def main():
             scenario_dataloader()
         if s == "replay-segments":
             scenario_replay_segments()
+        if s == "graph-async":
+            scenario_graph_async()
         if s == "replay-tensors":
             scenario_replay_tensors()
         if s == "pinned-cache-tensors":

@@ -153,6 +153,18 @@ void on_vmm_exit(ApiId drv, const CUpti_CallbackData *cb, CUresult rc) {
   record_vmm_range(a);
 }
 
+// Graph calls: recorded on exit, with the outputs the driver filled in.
+void on_graph_exit(ApiId drv, const CUpti_CallbackData *cb, CUresult rc) {
+  CallArgs a;
+  if (!decode(drv, drv, cb, result_of(rc), a)) return;
+  if (!ensure_active()) return;
+  if (drv == ApiId::cuGraphAddMemAllocNode && a.device < 0)
+    a.device = device_of_context(cb->context);
+  a.context = context_id_of(cb->context);
+  mark_recorded();
+  record_graph_call(a);
+}
+
 // The recorder's on_teardown moves what it finds out of the live table, so
 // the same teardown seen again (cudaDeviceReset -> cuDevicePrimaryCtxReset ->
 // CONTEXT_DESTROY_STARTING) finds nothing the second time: no double report.
@@ -185,6 +197,9 @@ void on_driver(ApiId drv, const CUpti_CallbackData *cb) {
       return;
     case Role::Teardown:
       on_teardown_call(drv, cb, enter, rc);
+      return;
+    case Role::Graph:
+      if (!enter) on_graph_exit(drv, cb, rc);
       return;
   }
 }

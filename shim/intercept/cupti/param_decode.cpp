@@ -51,6 +51,23 @@ void range(const void *params, CallArgs &a) {
   a.size = p.size;
 }
 
+template <typename P>
+void instantiate(const void *params, bool ok, CallArgs &a) {
+  const P &p = as<P>(params);
+  a.graph = u64(p.hGraph);
+  a.exec = (ok && p.phGraphExec) ? u64(*p.phGraphExec) : 0;
+}
+
+template <typename P>
+void launch(const void *params, CallArgs &a) {
+  const P &p = as<P>(params);
+  if constexpr (requires { p.hGraphExec; })
+    a.exec = u64(p.hGraphExec);
+  else
+    a.exec = u64(p.hGraph);  // cuGraphLaunch_params names the exec hGraph
+  a.stream = u64(p.hStream);
+}
+
 }  // namespace
 
 bool decode_driver_params(ApiId id, const void *params, bool ok, CallArgs &a) {
@@ -142,6 +159,53 @@ bool decode_driver_params(ApiId id, const void *params, bool ok, CallArgs &a) {
       return true;
     case ApiId::cuDevicePrimaryCtxRelease_v2:
       a.device = as<cuDevicePrimaryCtxRelease_v2_params>(params).dev;
+      return true;
+    case ApiId::cuGraphAddMemAllocNode: {
+      const auto &p = as<cuGraphAddMemAllocNode_params>(params);
+      a.graph = u64(p.hGraph);
+      a.addr = (ok && p.nodeParams) ? p.nodeParams->dptr : 0;
+      a.size = p.nodeParams ? p.nodeParams->bytesize : 0;
+      a.device = graph_node_device(p.nodeParams);
+      return true;
+    }
+    case ApiId::cuGraphAddMemFreeNode: {
+      const auto &p = as<cuGraphAddMemFreeNode_params>(params);
+      a.graph = u64(p.hGraph);
+      a.addr = p.dptr;
+      return true;
+    }
+    case ApiId::cuGraphInstantiateWithFlags:
+      instantiate<cuGraphInstantiateWithFlags_params>(params, ok, a);
+      return true;
+    case ApiId::cuGraphInstantiateWithParams:
+      instantiate<cuGraphInstantiateWithParams_params>(params, ok, a);
+      return true;
+    case ApiId::cuGraphInstantiateWithParams_ptsz:
+      instantiate<cuGraphInstantiateWithParams_ptsz_params>(params, ok, a);
+      return true;
+    case ApiId::cuGraphLaunch:
+      launch<cuGraphLaunch_params>(params, a);
+      return true;
+    case ApiId::cuGraphLaunch_ptsz:
+      launch<cuGraphLaunch_ptsz_params>(params, a);
+      return true;
+    case ApiId::cuGraphExecDestroy:
+      a.exec = u64(as<cuGraphExecDestroy_params>(params).hGraphExec);
+      return true;
+    case ApiId::cuGraphDestroy:
+      a.graph = u64(as<cuGraphDestroy_params>(params).hGraph);
+      return true;
+    case ApiId::cuStreamBeginCapture_v2:
+      a.stream = u64(as<cuStreamBeginCapture_v2_params>(params).hStream);
+      return true;
+    case ApiId::cuStreamBeginCapture_v2_ptsz:
+      a.stream = u64(as<cuStreamBeginCapture_v2_ptsz_params>(params).hStream);
+      return true;
+    case ApiId::cuStreamEndCapture:
+      a.stream = u64(as<cuStreamEndCapture_params>(params).hStream);
+      return true;
+    case ApiId::cuStreamEndCapture_ptsz:
+      a.stream = u64(as<cuStreamEndCapture_ptsz_params>(params).hStream);
       return true;
     default:
       return false;

@@ -60,6 +60,7 @@ void destroy_context(CUctx_st *c)
     small_release_context_locked(c);
     registered_release_context_locked(c);
     drop_context_streams_locked(c);
+    drop_context_graphs_locked(c);
     if (c->primary) {
         Device &d = devices_locked()[c->device];
         if (d.default_pool)

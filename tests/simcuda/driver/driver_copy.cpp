@@ -15,6 +15,8 @@ CUresult copy(uintptr_t dst, uintptr_t src, size_t n, CUstream stream = nullptr)
     Lock lock(driver_mutex());
     if (stream && !stream_valid_locked(stream))
         return CUDA_ERROR_INVALID_HANDLE;
+    if (capture_graph_locked(stream))
+        return CUDA_SUCCESS;  // captured: a node, which simcuda does not keep
     char *d, *s;
     if (CUresult r = resolve_locked(dst, n, &d))
         return r;
@@ -34,6 +36,8 @@ CUresult fill(uintptr_t dst, T value, size_t count, CUstream stream = nullptr)
     Lock lock(driver_mutex());
     if (stream && !stream_valid_locked(stream))
         return CUDA_ERROR_INVALID_HANDLE;
+    if (capture_graph_locked(stream))
+        return CUDA_SUCCESS;  // captured: a node, which simcuda does not keep
     char *d;
     if (count > SIZE_MAX / sizeof(T))
         return CUDA_ERROR_INVALID_VALUE;

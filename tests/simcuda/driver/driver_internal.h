@@ -37,10 +37,15 @@ struct CUctx_st {
     std::atomic<bool> alive;
 };
 
+struct CUgraph_st;
+
 struct CUstream_st {
     CUctx_st *ctx;
     unsigned flags;
     int priority;
+    // Stream capture (driver_graph.cpp): the graph being captured into.
+    CUgraph_st *capture = nullptr;
+    cuuint64_t capture_id = 0;
 };
 
 struct CUevent_st {
@@ -124,7 +129,7 @@ CUresult current_live(CUctx_st **out);
 void destroy_context(CUctx_st *c);
 
 // ---- allocations ----
-enum class Kind { Device, Pool, Managed, Host };
+enum class Kind { Device, Pool, Managed, Host, Graph };
 struct Alloc {
     size_t size;      // requested bytes
     size_t charged;   // bytes counted against the device (0 for host)
@@ -187,6 +192,19 @@ void pool_trim_locked(CUmemPoolHandle_st *pool, uint64_t keep);
 // threshold back to the device (the documented behaviour).
 void pools_sync_locked(int dev);
 bool pool_live_locked(CUmemPoolHandle_st *pool);
+
+// ---- graphs (driver_graph.cpp) ----
+// The graph `s` captures into, or nullptr (legacy and per-thread streams
+// never capture here).
+CUgraph_st *capture_graph_locked(CUstream s);
+// cuMemAllocAsync / cuMemFreeAsync on a capturing stream: a memory node.
+CUresult capture_alloc_locked(CUgraph_st *g, CUctx_st *c, size_t n, int dev, uintptr_t *out);
+CUresult capture_free_locked(CUgraph_st *g, uintptr_t p);
+// A graph allocation freed outside any graph (cuMemFree, cuMemFreeAsync,
+// context teardown); its physical memory stays with the device's graph
+// pool until cuDeviceGraphMemTrim.
+void graph_release_locked(uintptr_t p, const Alloc &a);
+void drop_context_graphs_locked(CUctx_st *c);
 
 // ---- VMM ----
 // The mapping containing [p, p+n), for copies and address-range queries.

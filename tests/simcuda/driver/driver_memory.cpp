@@ -129,6 +129,9 @@ void release_alloc_locked(uintptr_t p)
     case Kind::Pool:
         pool_free_locked(p, a);
         break;
+    case Kind::Graph:
+        graph_release_locked(p, a);
+        break;
     case Kind::Managed:
     case Kind::Host:
         munmap(reinterpret_cast<void *>(p), a.span);

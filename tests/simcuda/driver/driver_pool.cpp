@@ -59,6 +59,13 @@ CUresult alloc_async(CUdeviceptr *dptr, size_t n, CUmemoryPool pool, CUstream st
     else if (!pool_live_locked(pool))
         return CUDA_ERROR_INVALID_VALUE;
     uintptr_t p;
+    // Captured: an allocation node of the capture's graph, allocated at launch.
+    if (CUgraph_st *g = capture_graph_locked(stream)) {
+        if (CUresult r = capture_alloc_locked(g, c, n, pool->device, &p))
+            return r;
+        *dptr = p;
+        return CUDA_SUCCESS;
+    }
     if (CUresult r = pool_alloc_locked(pool, n, c, &p))
         return r;
     *dptr = p;
@@ -70,8 +77,11 @@ CUresult free_async(CUdeviceptr dptr, CUstream stream)
     Lock lock(driver_mutex());
     if (!stream_valid_locked(stream))
         return CUDA_ERROR_INVALID_HANDLE;
+    if (CUgraph_st *g = capture_graph_locked(stream))
+        return capture_free_locked(g, dptr);
     auto it = allocs_locked().find(dptr);
-    if (it == allocs_locked().end() || it->second.kind != Kind::Pool)
+    if (it == allocs_locked().end() ||
+        (it->second.kind != Kind::Pool && it->second.kind != Kind::Graph))
         return CUDA_ERROR_INVALID_VALUE;
     release_alloc_locked(dptr);
     return CUDA_SUCCESS;

@@ -144,7 +144,8 @@ CUresult CUDAAPI cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *ca
         return CUDA_ERROR_INVALID_VALUE;
     if (!stream_valid_locked(hStream))
         return CUDA_ERROR_INVALID_HANDLE;
-    *captureStatus = CU_STREAM_CAPTURE_STATUS_NONE;  // graphs are not simulated
+    *captureStatus = capture_graph_locked(hStream) ? CU_STREAM_CAPTURE_STATUS_ACTIVE
+                                                   : CU_STREAM_CAPTURE_STATUS_NONE;
     return CUDA_SUCCESS;
 }
 

@@ -293,41 +293,4 @@ cudaError_t CUDARTAPI cudaDeviceGetStreamPriorityRange(int *leastPriority, int *
     return ret(drv().cuCtxGetStreamPriorityRange(leastPriority, greatestPriority));
 }
 
-// Graphs are not simulated, so graph memory is always zero (torch's
-// memory_stats() reads these under backend:cudaMallocAsync).
-cudaError_t CUDARTAPI cudaDeviceGetGraphMemAttribute(int device, cudaGraphMemAttributeType attr,
-                                                     void *value)
-{
-    SIM_RT_INIT();
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || device < 0 || device >= count)
-        return set_error(cudaErrorInvalidDevice);
-    if (!value)
-        return set_error(cudaErrorInvalidValue);
-    switch (attr) {
-    case cudaGraphMemAttrUsedMemCurrent:
-    case cudaGraphMemAttrUsedMemHigh:
-    case cudaGraphMemAttrReservedMemCurrent:
-    case cudaGraphMemAttrReservedMemHigh:
-        *static_cast<unsigned long long *>(value) = 0;
-        return cudaSuccess;
-    default:
-        return set_error(cudaErrorInvalidValue);
-    }
-}
-
-cudaError_t CUDARTAPI cudaDeviceSetGraphMemAttribute(int device, cudaGraphMemAttributeType attr,
-                                                     void *value)
-{
-    SIM_RT_INIT();
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || device < 0 || device >= count)
-        return set_error(cudaErrorInvalidDevice);
-    // Only the high-water marks may be reset, and only to zero.
-    if (!value || (attr != cudaGraphMemAttrUsedMemHigh && attr != cudaGraphMemAttrReservedMemHigh) ||
-        *static_cast<unsigned long long *>(value) != 0)
-        return set_error(cudaErrorInvalidValue);
-    return cudaSuccess;
-}
-
 }  // extern "C"

@@ -87,6 +87,33 @@
     X(cuStreamIsCapturing, cuStreamIsCapturing, PFN_cuStreamIsCapturing_v10000, 0)       \
     X(cuStreamIsCapturing_ptsz, cuStreamIsCapturing, PFN_cuStreamIsCapturing_v10000_ptsz, 1) \
     X(cuStreamGetPriority, cuStreamGetPriority, PFN_cuStreamGetPriority_v5050, 0)        \
+    X(cuStreamGetCaptureInfo, cuStreamGetCaptureInfo, PFN_cuStreamGetCaptureInfo_v12030, 0) \
+    X(cuStreamGetCaptureInfo_ptsz, cuStreamGetCaptureInfo,                               \
+      PFN_cuStreamGetCaptureInfo_v12030_ptsz, 1)                                         \
+    X(cuStreamBeginCapture, cuStreamBeginCapture, PFN_cuStreamBeginCapture_v10010, 0)    \
+    X(cuStreamBeginCapture_ptsz, cuStreamBeginCapture,                                   \
+      PFN_cuStreamBeginCapture_v10010_ptsz, 1)                                           \
+    X(cuStreamEndCapture, cuStreamEndCapture, PFN_cuStreamEndCapture_v10000, 0)          \
+    X(cuStreamEndCapture_ptsz, cuStreamEndCapture, PFN_cuStreamEndCapture_v10000_ptsz, 1) \
+    X(cuGraphCreate, cuGraphCreate, PFN_cuGraphCreate_v10000, 0)                         \
+    X(cuGraphGetNodes, cuGraphGetNodes, PFN_cuGraphGetNodes_v10000, 0)                   \
+    X(cuGraphAddMemAllocNode, cuGraphAddMemAllocNode, PFN_cuGraphAddMemAllocNode_v11040, 0) \
+    X(cuGraphAddMemFreeNode, cuGraphAddMemFreeNode, PFN_cuGraphAddMemFreeNode_v11040, 0) \
+    X(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags,                          \
+      PFN_cuGraphInstantiateWithFlags_v11040, 0)                                         \
+    X(cuGraphInstantiateWithParams, cuGraphInstantiateWithParams,                        \
+      PFN_cuGraphInstantiateWithParams_v12000, 0)                                        \
+    X(cuGraphInstantiateWithParams_ptsz, cuGraphInstantiateWithParams,                   \
+      PFN_cuGraphInstantiateWithParams_v12000_ptsz, 1)                                   \
+    X(cuGraphLaunch, cuGraphLaunch, PFN_cuGraphLaunch_v10000, 0)                         \
+    X(cuGraphLaunch_ptsz, cuGraphLaunch, PFN_cuGraphLaunch_v10000_ptsz, 1)               \
+    X(cuGraphExecDestroy, cuGraphExecDestroy, PFN_cuGraphExecDestroy_v10000, 0)          \
+    X(cuGraphDestroy, cuGraphDestroy, PFN_cuGraphDestroy_v10000, 0)                      \
+    X(cuDeviceGraphMemTrim, cuDeviceGraphMemTrim, PFN_cuDeviceGraphMemTrim_v11040, 0)    \
+    X(cuDeviceGetGraphMemAttribute, cuDeviceGetGraphMemAttribute,                        \
+      PFN_cuDeviceGetGraphMemAttribute_v11040, 0)                                        \
+    X(cuDeviceSetGraphMemAttribute, cuDeviceSetGraphMemAttribute,                        \
+      PFN_cuDeviceSetGraphMemAttribute_v11040, 0)                                        \
     X(cuStreamGetFlags, cuStreamGetFlags, PFN_cuStreamGetFlags_v5050, 0)                 \
     X(cuEventCreate, cuEventCreate, PFN_cuEventCreate_v2000, 0)                          \
     X(cuEventDestroy, cuEventDestroy, PFN_cuEventDestroy_v4000, 0)                       \

@@ -149,8 +149,6 @@ cudaError_t CUDARTAPI cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEve
     return ret(drv().cuEventElapsedTime(ms, start, end));
 }
 
-// Stream capture is not simulated: every stream reports NONE, with id 0 and
-// no graph or dependencies (what PyTorch's RNG and allocator ask before use).
 cudaError_t CUDARTAPI cudaStreamGetCaptureInfo(cudaStream_t stream,
                                                cudaStreamCaptureStatus *captureStatus_out,
                                                unsigned long long *id_out, cudaGraph_t *graph_out,
@@ -159,22 +157,11 @@ cudaError_t CUDARTAPI cudaStreamGetCaptureInfo(cudaStream_t stream,
                                                size_t *numDependencies_out)
 {
     SIM_RT_INIT();
-    if (!captureStatus_out)
-        return set_error(cudaErrorInvalidValue);
-    if (CUresult r = drv().cuStreamIsCapturing(
-            stream, reinterpret_cast<CUstreamCaptureStatus *>(captureStatus_out)))
-        return ret(r);
-    if (id_out)
-        *id_out = 0;
-    if (graph_out)
-        *graph_out = nullptr;
-    if (dependencies_out)
-        *dependencies_out = nullptr;
-    if (edgeData_out)
-        *edgeData_out = nullptr;
-    if (numDependencies_out)
-        *numDependencies_out = 0;
-    return cudaSuccess;
+    return ret(drv().cuStreamGetCaptureInfo(
+        stream, reinterpret_cast<CUstreamCaptureStatus *>(captureStatus_out),
+        reinterpret_cast<cuuint64_t *>(id_out), graph_out,
+        dependencies_out, reinterpret_cast<const CUgraphEdgeData **>(edgeData_out),
+        numDependencies_out));
 }
 
 cudaError_t CUDARTAPI cudaStreamGetCaptureInfo_ptsz(cudaStream_t stream,
@@ -185,8 +172,12 @@ cudaError_t CUDARTAPI cudaStreamGetCaptureInfo_ptsz(cudaStream_t stream,
                                                     const cudaGraphEdgeData **edgeData_out,
                                                     size_t *numDependencies_out)
 {
-    return cudaStreamGetCaptureInfo(stream, captureStatus_out, id_out, graph_out,
-                                    dependencies_out, edgeData_out, numDependencies_out);
+    SIM_RT_INIT();
+    return ret(drv().cuStreamGetCaptureInfo_ptsz(
+        stream, reinterpret_cast<CUstreamCaptureStatus *>(captureStatus_out),
+        reinterpret_cast<cuuint64_t *>(id_out), graph_out,
+        dependencies_out, reinterpret_cast<const CUgraphEdgeData **>(edgeData_out),
+        numDependencies_out));
 }
 
 // Streams are synchronous, so host functions and callbacks run at once, on

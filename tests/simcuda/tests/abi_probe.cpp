@@ -38,7 +38,7 @@ int main()
     EXPECT(cudaFreeAsync(a, nullptr) == cudaSuccess);
     EXPECT(cudaFree(d) == cudaSuccess);
     cudaGraph_t g;
-    EXPECT(cudaGraphCreate(&g, 0) == cudaErrorNotSupported);  // generated stub
+    EXPECT(cudaGraphClone(&g, nullptr) == cudaErrorNotSupported);  // generated stub
     std::printf("abi_probe: ok\n");
     return 0;
 }

@@ -64,8 +64,8 @@ TEST_CASE("symbolStatus reports missing and too-new symbols", "[procaddress]")
 
 TEST_CASE("unsimulated driver functions return NOT_SUPPORTED", "[procaddress]")
 {
-    auto fn = reinterpret_cast<CUresult (*)(CUgraph *, unsigned)>(symbol("cuGraphCreate"));
+    auto fn = reinterpret_cast<CUresult (*)(CUgraph *, CUgraph)>(symbol("cuGraphClone"));
     REQUIRE(fn);
     CUgraph g;
-    CHECK(fn(&g, 0) == CUDA_ERROR_NOT_SUPPORTED);
+    CHECK(fn(&g, nullptr) == CUDA_ERROR_NOT_SUPPORTED);
 }
