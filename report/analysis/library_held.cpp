@@ -37,14 +37,21 @@ bool is_framework_module(std::string_view module) {
 }
 
 // PyTorch's own workspaces for cuBLAS(Lt), allocated through its allocator
-// and kept per (handle, stream) until the process ends.
+// and kept per (handle, stream) until the process ends. Matched innermost
+// first, so the function that allocates names the library. The names differ
+// between PyTorch releases: 2.11 (H100 run) allocates the cuBLAS handle's
+// workspace in setWorkspaceForHandle under getCurrentCUDABlasHandle, 2.15
+// in allocateCUDABlasWorkspace.
 struct FunctionRule {
   std::string_view function;
   const char *library;
 };
 constexpr FunctionRule kFunctions[] = {
     {"at::cuda::allocateCUDABlasWorkspace", "cuBLAS"},
+    {"at::cuda::setWorkspaceForHandle", "cuBLAS"},
+    {"at::cuda::getCurrentCUDABlasHandle", "cuBLAS"},
     {"at::cuda::getCUDABlasLtWorkspace", "cuBLASLt"},
+    {"at::cuda::getCurrentCUDABlasLtHandle", "cuBLASLt"},
 };
 
 }  // namespace

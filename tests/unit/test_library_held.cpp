@@ -98,6 +98,25 @@ TEST_CASE("library_holding: PyTorch's own cuBLAS workspaces", "[library_held]") 
   CHECK(library_holding({frame("at::cuda::allocateCUDABlasWorkspace(unsigned long)",
                                "/t/libtorch_cuda.so")})
             .library == "cuBLAS");
+  // PyTorch 2.11 (the H100 run): the cuBLAS handle's workspace, made for
+  // the autograd engine's thread by a backward matmul, and made under
+  // getCUDABlasLtWorkspace by a forward one: cuBLAS's either way.
+  CHECK(library_holding({frame("c10::cuda::CUDACachingAllocator::CudaMallocAsync::"
+                               "CudaMallocAsyncAllocator::allocate(unsigned long)",
+                               "/t/libc10_cuda.so"),
+                         frame("at::cuda::setWorkspaceForHandle(cublasContext*, "
+                               "c10::cuda::CUDAStream)",
+                               "/t/libtorch_cuda.so"),
+                         frame("at::cuda::getCurrentCUDABlasHandle()", "/t/libtorch_cuda.so"),
+                         frame("void at::cuda::blas::gemm_internal_cublas<float, float>()",
+                               "/t/libtorch_cuda.so")})
+            .library == "cuBLAS");
+  CHECK(library_holding({frame("at::cuda::setWorkspaceForHandle(cublasContext*, "
+                               "c10::cuda::CUDAStream)",
+                               "/t/libtorch_cuda.so"),
+                         frame("at::cuda::getCurrentCUDABlasHandle()", "/t/libtorch_cuda.so"),
+                         frame("at::cuda::getCUDABlasLtWorkspace()", "/t/libtorch_cuda.so")})
+            .library == "cuBLAS");
   // The same name in a module of the program's own is not PyTorch's.
   CHECK(library_holding({frame("at::cuda::allocateCUDABlasWorkspace(unsigned long)", "/app/p")})
             .library.empty());
