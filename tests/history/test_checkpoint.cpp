@@ -233,7 +233,16 @@ TEST_CASE("a checkpoint stored as the change since its base ends where every eve
   uint64_t halvings = head_obs.halvings(false);
   head_obs.rebase(3);
   CHECK(head_obs.delta(3, 0, 0).live.empty());  // nothing changed yet
-  for (size_t i = at_base; i < at_delta; ++i) head.on_event(run[i]);
+  // A change without a halving keeps every sample of the base, whole.
+  size_t soon = at_base + 2000;
+  for (size_t i = at_base; i < soon; ++i) head.on_event(run[i]);
+  REQUIRE(head_obs.halvings(false) == halvings);
+  {
+    CheckpointRecord early = through_chunks(base);
+    REQUIRE(apply_to_base(early, through_chunks(head_obs.delta(4, 0, 0))));
+    same(early.summary.steps, head_obs.summary().steps);
+  }
+  for (size_t i = soon; i < at_delta; ++i) head.on_event(run[i]);
   REQUIRE(head_obs.halvings(false) > halvings);
   CheckpointRecord d = head_obs.delta(5, run[at_delta - 1].time_ns, head_obs.last_step());
   add_snapshots(snapshots, head_obs.summary());
