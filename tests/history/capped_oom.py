@@ -83,7 +83,7 @@ def ooms_key(rep):
               for s in o["top_sites"]]) for o in rep.get("ooms", [])]
 
 
-def check_disk(c, label, prefix, rep):
+def check_disk(c, label, prefix, rep, held):
     h = rep.get("history") or {}
     files = history_files(prefix)
     bases = [f for f in files if f.endswith(".base")]
@@ -97,12 +97,13 @@ def check_disk(c, label, prefix, rep):
     c.true("%s: segments were dropped under the cap" % label,
            0 < h.get("segments_on_disk", 0) < h.get("segments", 0), detail=h)
     c.eq("%s: history.over_cap" % label, h.get("over_cap"), False)
-    # The base checkpoint holds the live set once: tens of thousands of
-    # allocations take well under a third of the cap, and far more than
-    # a segment's own checkpoint (the change since the base).
-    c.true("%s: history.checkpoint_bytes %s is the held set's size" % (label,
-                                                                      h.get("checkpoint_bytes")),
-           HOLD * 8 < h.get("checkpoint_bytes", 0) < LIMIT // 3, detail=h)
+    # The base checkpoint holds the live set once: with the held set live
+    # (killed), tens of thousands of allocations in well under a third of
+    # the cap (at a clean end the last base may come after the drain).
+    if held:
+        c.true("%s: history.checkpoint_bytes %s is the held set's size"
+               % (label, h.get("checkpoint_bytes")),
+               HOLD * 4 < h.get("checkpoint_bytes", 0) < LIMIT // 3, detail=h)
     c.true("%s: the first segment is kept" % label, os.path.exists(prefix + ".tseal.000001"))
     _, _, index = segment_index(prefix + ".tseal")
     for bit, what in ((2, "an OOM"), (4, "a mark")):
@@ -160,7 +161,7 @@ def main():
         c.eq("capped vs uncapped: OOMs (request)",
              [k[0] for k in ooms_key(reports["capped"])],
              [k[0] for k in ooms_key(reports["uncapped"])])
-        check_disk(c, "capped", prefixes["capped"], reports["capped"])
+        check_disk(c, "capped", prefixes["capped"], reports["capped"], False)
 
         # Killed at the end of step KILL_AFTER: the ledger at that step.
         at_kill = ledgers["capped killed"]
@@ -178,7 +179,7 @@ def main():
              [k[0] for k in ooms_key(reports["capped killed"])],
              [k[0] for k in ooms_key(reports["uncapped killed"])])
         c.true("killed: OOMs in the report", ooms_key(reports["capped killed"]))
-        check_disk(c, "capped killed", prefixes["capped killed"], reports["capped killed"])
+        check_disk(c, "capped killed", prefixes["capped killed"], reports["capped killed"], True)
 
         # A window near the end reads only its segments, from its checkpoint
         # and that checkpoint's base.
