@@ -10,7 +10,7 @@ namespace {
 
 // Ooms (4): version 1, an OOM with its live set in full; OomNoLiveSet (8):
 // version 2, the live set by site in the main file (OomSnapshotRecord).
-// VmmState (9, written only when there is some): the maps' cuMemMap stacks,
+// VmmState (10, written only when there is some): the maps' cuMemMap stacks,
 // in the Maps part's order, and the released handles mappings keep alive.
 enum class Part : uint8_t {
   Live = 1,
@@ -21,27 +21,15 @@ enum class Part : uint8_t {
   Windows = 6,
   Freed = 7,
   OomNoLiveSet = 8,
-  VmmState = 9,
+  LiveCompact = 9,
+  VmmState = 10,
 };
 
 // Items per part chunk: far below the 64 MiB chunk bound at their largest.
 constexpr size_t kBatch = 100000;
 constexpr uint64_t kMaxItems = 1u << 26;  // a count a damaged chunk cannot make absurd
 
-void put_event(ByteWriter &w, const Event &e) {
-  w.varint(e.time_ns);
-  w.varint(e.addr);
-  w.varint(e.size);
-  w.varint(e.stream);
-  w.varint(e.stack);
-  w.varint(e.pystack);
-  w.varint(e.tid);
-  w.varint(static_cast<uint16_t>(e.api));
-  w.u8(static_cast<uint8_t>(e.family));
-  w.svarint(e.device);
-  w.varint(e.context);
-}
-
+// Version 1's live allocation (part kind 1).
 bool get_event(ByteReader &r, Event &e) {
   e = Event{};
   e.op = Op::Alloc;
@@ -60,6 +48,63 @@ bool get_event(ByteReader &r, Event &e) {
   e.context = static_cast<uint32_t>(r.varint());
   return r.ok();
 }
+
+// The live set of a version 2 checkpoint: each allocation as the change
+// from the previous one in the part (time and address as signed
+// differences; thread, API/family/device/context and stream only when they
+// change), about 12 bytes an allocation where a full record takes 28.
+class CompactLive {
+ public:
+  enum : uint8_t { kSameTid = 1, kSameKind = 2, kNoStream = 4 };
+  void put(ByteWriter &w, const Event &e) {
+    uint8_t flags = (e.tid == prev_.tid ? kSameTid : 0) | (e.stream ? 0 : kNoStream) |
+                    (e.api == prev_.api && e.family == prev_.family && e.device == prev_.device &&
+                             e.context == prev_.context
+                         ? kSameKind
+                         : 0);
+    w.u8(flags);
+    w.svarint(static_cast<int64_t>(e.time_ns - prev_.time_ns));
+    w.svarint(static_cast<int64_t>(e.addr - prev_.addr));
+    w.varint(e.size);
+    w.varint(e.stack);
+    w.varint(e.pystack);
+    if (!(flags & kNoStream)) w.varint(e.stream);
+    if (!(flags & kSameTid)) w.varint(e.tid);
+    if (!(flags & kSameKind)) {
+      w.varint(static_cast<uint16_t>(e.api));
+      w.u8(static_cast<uint8_t>(e.family));
+      w.svarint(e.device);
+      w.varint(e.context);
+    }
+    prev_ = e;
+  }
+  bool get(ByteReader &r, Event &e) {
+    uint8_t flags = r.u8();
+    if (flags > 7) return false;
+    e = prev_;
+    e.op = Op::Alloc;
+    e.time_ns = prev_.time_ns + static_cast<uint64_t>(r.svarint());
+    e.addr = prev_.addr + static_cast<uint64_t>(r.svarint());
+    e.size = r.varint();
+    e.stack = static_cast<StackId>(r.varint());
+    e.pystack = static_cast<PyStackId>(r.varint());
+    e.stream = flags & kNoStream ? 0 : r.varint();
+    if (!(flags & kSameTid)) e.tid = static_cast<uint32_t>(r.varint());
+    if (!(flags & kSameKind)) {
+      e.api = static_cast<ApiId>(r.varint());
+      uint8_t fam = r.u8();
+      if (fam > static_cast<uint8_t>(kLastFamily)) return false;
+      e.family = static_cast<Family>(fam);
+      e.device = static_cast<int16_t>(r.svarint());
+      e.context = static_cast<uint32_t>(r.varint());
+    }
+    prev_ = e;
+    return r.ok();
+  }
+
+ private:
+  Event prev_{};
+};
 
 void put_alloc(ByteWriter &w, const LiveAlloc &a) {
   w.varint(a.addr);
@@ -256,9 +301,10 @@ void append_checkpoint(std::vector<uint8_t> &out, const CheckpointRecord &c) {
   }
   for (size_t from = 0; from < c.live.size(); from += kBatch) {
     size_t to = std::min(c.live.size(), from + kBatch);
-    part(out, Part::Live, [&](ByteWriter &w) {
+    part(out, Part::LiveCompact, [&](ByteWriter &w) {
       w.varint(to - from);
-      for (size_t i = from; i < to; ++i) put_event(w, c.live[i]);
+      CompactLive enc;
+      for (size_t i = from; i < to; ++i) enc.put(w, c.live[i]);
     });
   }
   part(out, Part::Maps, [&](ByteWriter &w) {
@@ -335,12 +381,14 @@ bool CheckpointReader::part(ByteReader &r) {
   RunSummary &s = rec_.summary;
   auto kind = static_cast<Part>(r.u8());
   switch (kind) {
-    case Part::Live: {
+    case Part::Live:
+    case Part::LiveCompact: {
       uint64_t n = r.varint();
       if (n > kMaxItems || n > r.remaining()) return false;
+      CompactLive dec;
       for (uint64_t i = 0; i < n; ++i) {
         Event e;
-        if (!get_event(r, e)) return false;
+        if (!(kind == Part::Live ? get_event(r, e) : dec.get(r, e))) return false;
         rec_.live.push_back(e);
       }
       break;
@@ -473,9 +521,11 @@ bool apply_to_base(CheckpointRecord &whole, CheckpointRecord &&d) {
     size_t stride = 1;
     for (uint64_t h = 0; h < d.halvings[k] && stride < v.size(); ++h) stride *= 2;
     // Index 0 stays: a vector moved onto itself would be emptied.
-    size_t n = v.empty() ? 0 : 1;
-    for (size_t i = stride; i < v.size(); i += stride) v[n++] = std::move(v[i]);
-    v.resize(n);
+    if (stride > 1) {
+      size_t n = v.empty() ? 0 : 1;
+      for (size_t i = stride; i < v.size(); i += stride) v[n++] = std::move(v[i]);
+      v.resize(n);
+    }
     append(v, *lists[k][1]);
   }
   whole.seq = d.seq;

@@ -394,15 +394,6 @@ void Recorder::on_teardown(ApiId api, int device, uint32_t context) {
   teardown_leaks_.insert(teardown_leaks_.end(), dead.begin(), dead.end());
 }
 
-namespace {
-// Bounded series: past the cap, every other sample is dropped, so a long run
-// keeps an evenly thinned history instead of growing without end. The rule
-// a history's replay follows too.
-void push_sample(std::vector<StepSample> &v, StepSample &&s) {
-  push_step_sample(v, std::move(s));
-}
-}  // namespace
-
 StepSample Recorder::sample_sites(uint64_t step, uint64_t t) {
   StepSample s;
   s.step = step;
@@ -436,7 +427,9 @@ void Recorder::on_step(bool window) {
                                window ? (n | kWindowStepBit) : n));
   StepSample s = sample_sites(n, t);
   Guard g(misc_lock_);
-  push_sample(window ? window_samples_ : step_samples_, std::move(s));
+  // Bounded series: past the cap, every other sample is dropped, so a long
+  // run keeps an evenly thinned history (the rule a history's replay follows).
+  push_step_sample(window ? window_samples_ : step_samples_, std::move(s));
 }
 
 void Recorder::on_mark(const char *label) {

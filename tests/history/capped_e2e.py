@@ -134,7 +134,7 @@ def main():
 
         # Damage. A whole-run read resumes at the checkpoint after an
         # unreadable segment; a missing last segment leaves the run before it.
-        kept = [os.path.join(tmp, f) for f in segs]
+        kept = [os.path.join(tmp, f) for f in parts]  # the segments and their bases
         damaged = os.path.join(tmp, "damaged")
         os.mkdir(damaged)
         for f in [capped] + kept:
