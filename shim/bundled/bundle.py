@@ -66,16 +66,16 @@ def needed(path):
 
 def closure(roots):
     """soname -> path for the roots and what they need, glibc excluded."""
-    found, todo = {}, list(roots)
-    while todo:
-        soname = todo.pop()
+    found, pending = {}, list(roots)
+    while pending:
+        soname = pending.pop()
         if soname in found or SYSTEM.match(soname):
             continue
         path = resolve(soname)
         if not path:
             fail("%s not found on this machine (install its runtime package)" % soname)
         found[soname] = path
-        todo.extend(needed(path))
+        pending.extend(needed(path))
     return found
 
 
