@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "report/analysis/growth.h"
-#include "report/input/symbolizer.h"
-#include "report/model/analysis_input.h"
+#include "common/symbols/symbolizer.h"
+#include "common/model/analysis_input.h"
 #include "report/model/report_model.h"
 
 namespace torchseal {

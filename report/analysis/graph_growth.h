@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "report/analysis/site.h"
-#include "report/model/analysis_input.h"
+#include "common/model/analysis_input.h"
 #include "report/model/report_model.h"
 
 namespace torchseal {

@@ -22,7 +22,7 @@
 #include <optional>
 #include <vector>
 
-#include "report/model/holder.h"
+#include "common/model/holder.h"
 #include "report/model/report_model.h"
 
 namespace torchseal {

@@ -1,6 +1,6 @@
 // Hints from what holds the memory (docs/holders.md, "Hints"): the rule
 // family find_hint tries before the name-based source rules. A site's
-// holders (report/model/holder.h) say which Python object keeps its memory
+// holders (common/model/holder.h) say which Python object keeps its memory
 // alive; each rule recognises one classic leak in a holder chain (a growing
 // container, a loss summed with its graph, outputs kept with their graphs in
 // evaluation, modules created every step, a traceback pinned by an OOM

@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "report/model/analysis_input.h"
+#include "common/model/analysis_input.h"
 
 namespace torchseal {
 

@@ -5,11 +5,6 @@
 namespace torchseal {
 namespace {
 
-std::string_view basename_of(std::string_view path) {
-  size_t slash = path.rfind('/');
-  return slash == std::string_view::npos ? path : path.substr(slash + 1);
-}
-
 bool starts_with(std::string_view s, std::string_view prefix) {
   return s.substr(0, prefix.size()) == prefix;
 }
@@ -22,12 +17,6 @@ void append_field(std::string &key, std::string_view s) {
 }
 
 }  // namespace
-
-bool is_internal_module(std::string_view module_path) {
-  std::string_view base = basename_of(module_path);
-  return starts_with(base, "libtorchseal") || starts_with(base, "libcudart") ||
-         starts_with(base, "libcuda.") || starts_with(base, "libcupti");
-}
 
 bool is_cuda_api_function(std::string_view fn) {
   if (starts_with(fn, "cuda") || starts_with(fn, "__cuda") || starts_with(fn, "cudart::") ||

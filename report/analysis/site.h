@@ -9,15 +9,12 @@
 #include <utility>
 #include <vector>
 
-#include "report/input/symbolizer.h"
-#include "report/model/analysis_input.h"
+#include "common/symbols/module_map.h"  // is_internal_module
+#include "common/symbols/symbolizer.h"
+#include "common/model/analysis_input.h"
 #include "report/model/report_model.h"
 
 namespace torchseal {
-
-// Module basename is torchseal's own or a CUDA library (libcudart, libcuda,
-// libcupti): frames there are never the user's call site.
-bool is_internal_module(std::string_view module_path);
 
 // The function is a CUDA API entry point or a CUDA runtime internal (cuda*,
 // __cuda*, cudart::*, cuXxx driver calls, libcudart_static helpers): when the

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "report/input/read_file.h"
+#include "common/util/read_file.h"
 
 namespace torchseal {
 namespace {

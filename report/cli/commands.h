@@ -13,7 +13,7 @@
 #include <CLI/CLI.hpp>
 
 #include "report/model/report_model.h"
-#include "shim/runtime/settings.h"
+#include "common/settings/settings.h"
 
 namespace torchseal::cli {
 
@@ -40,7 +40,7 @@ struct GateFlags {
 void add_gate_flags(CLI::App &cmd, GateFlags &flags, bool with_suppressions);
 
 struct RunOptions {
-  // The options made from the settings table (shim/runtime/settings.def):
+  // The options made from the settings table (common/settings/settings.def):
   // the value each sets its TORCHSEAL_* variable to; empty when not given.
   std::array<std::string, settings::kCount> setting_values;
   bool fail_on_leak = false;

@@ -11,8 +11,8 @@
 #include "report/analysis/suppressions.h"
 #include "report/cli/commands.h"
 #include "report/input/history_reader.h"
-#include "report/input/load_report.h"
-#include "shim/runtime/settings.h"
+#include "report/cli/load_report.h"
+#include "common/settings/settings.h"
 
 namespace torchseal::cli {
 

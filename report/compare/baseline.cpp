@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "report/analysis/site_match.h"
-#include "report/input/read_file.h"
+#include "common/util/read_file.h"
 #include "report/render/site_json.h"
 
 namespace torchseal {

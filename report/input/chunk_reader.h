@@ -1,6 +1,6 @@
 // One file's chunks to a HistorySink: the decoding and the per-pass ordering
-// every history read shares (a single file, a segmented history's main and
-// segment files, and the shim's capped writer, which replays its own output).
+// every history read shares (a single file, and a segmented history's main
+// and segment files).
 #pragma once
 
 #include <cstdint>
@@ -11,9 +11,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "report/format/checkpoint.h"
-#include "report/format/records.h"
-#include "report/format/tseal_format.h"
+#include "common/format/checkpoint.h"
+#include "common/format/records.h"
+#include "common/format/tseal_format.h"
 #include "report/input/history_reader.h"
 
 namespace torchseal {
@@ -90,17 +90,7 @@ ChunkFileResult read_chunk_file(FILE *f, ChunkReader &reader,
 // nullptr with a one-line `error` when it is not a readable history.
 FILE *open_history_file(const std::string &path, uint32_t &flags, std::string &error);
 
-// A capped history (report/input/segmented_reader.cpp).
-bool read_segmented(const std::string &path, FILE *main, HistorySink &sink, std::string &error,
-                    std::vector<std::string> &warnings, HistoryReadStats *stats,
-                    void (*progress)(uint64_t, uint64_t), const HistoryWindow *window);
-
 // The warning for a history without an End chunk: one wording for both kinds.
 std::string no_clean_end(const std::string &path, uint64_t events);
-
-// The file of segment `seq` of the history at `path`.
-std::string segment_path(const std::string &path, uint64_t seq);
-// The file of base checkpoint `seq` (taken where segment `seq` begins).
-std::string base_path(const std::string &path, uint64_t seq);
 
 }  // namespace torchseal

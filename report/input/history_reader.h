@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "report/format/checkpoint.h"
-#include "report/format/records.h"
-#include "report/model/analysis_input.h"
-#include "report/model/event.h"
-#include "report/model/history_window.h"
+#include "common/format/checkpoint.h"
+#include "common/format/records.h"
+#include "common/model/analysis_input.h"
+#include "common/model/event.h"
+#include "common/model/history_window.h"
 #include "report/model/report_model.h"
 
 namespace torchseal {

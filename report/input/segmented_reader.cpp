@@ -4,6 +4,8 @@
 // of the unbroken run of segments that ends the history (the drops are all
 // before it), so it ends with what an uncapped read ends with; a window
 // starts at the checkpoint of the segment it begins in.
+#include "report/input/segmented_reader.h"
+
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -13,19 +15,10 @@
 #include <map>
 #include <memory>
 
+#include "common/format/segment_files.h"
 #include "report/input/chunk_reader.h"
 
 namespace torchseal {
-
-std::string segment_path(const std::string &path, uint64_t seq) {
-  char suffix[32];
-  snprintf(suffix, sizeof suffix, ".%06" PRIu64, seq);
-  return path + suffix;
-}
-
-std::string base_path(const std::string &path, uint64_t seq) {
-  return segment_path(path, seq) + ".base";
-}
 
 namespace {
 

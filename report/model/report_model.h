@@ -9,18 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "report/model/analysis_input.h"
-#include "report/model/history_window.h"
+#include "common/model/analysis_input.h"
+#include "common/model/frames.h"
+#include "common/model/history_window.h"
 
 namespace torchseal {
-
-struct NativeFrame {
-  std::string function;  // demangled; empty = unknown (JSON null)
-  std::string file;      // empty = no debug info (JSON null)
-  int line = 0;          // 0 = no debug info (JSON null)
-  std::string module;    // path of the loaded object; empty = unknown
-  uint64_t address = 0;  // raw return address as recorded
-};
 
 using PythonFrame = PyFrame;
 

@@ -11,7 +11,7 @@
 #include <unordered_map>
 
 #include "report/analysis/site.h"
-#include "report/input/symbolizer.h"
+#include "common/symbols/symbolizer.h"
 #include "report/render/pickle_writer.h"
 #include "report/replay/replay.h"
 

@@ -48,8 +48,8 @@
 #include <string>
 #include <vector>
 
-#include "report/model/analysis_input.h"
-#include "report/model/history_window.h"
+#include "common/model/analysis_input.h"
+#include "common/model/history_window.h"
 
 namespace torchseal {
 

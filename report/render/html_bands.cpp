@@ -7,7 +7,7 @@
 
 #include "report/analysis/shown_frames.h"
 #include "report/analysis/site.h"
-#include "report/input/symbolizer.h"
+#include "common/symbols/symbolizer.h"
 #include "report/render/html_escape.h"
 #include "report/render/html_flame.h"
 

@@ -17,7 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "report/model/analysis_input.h"
+#include "common/model/analysis_input.h"
 #include "report/model/report_model.h"
 
 namespace torchseal {

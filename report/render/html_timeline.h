@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "report/model/event.h"
-#include "report/model/history_window.h"
+#include "common/model/event.h"
+#include "common/model/history_window.h"
 #include "report/render/html_bands.h"
 
 namespace torchseal {

@@ -7,8 +7,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "report/model/analysis_input.h"
-#include "report/model/history_window.h"
+#include "common/model/analysis_input.h"
+#include "common/model/history_window.h"
 #include "report/model/report_model.h"
 
 namespace torchseal {

@@ -9,7 +9,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "report/format/checkpoint.h"
+#include "common/format/checkpoint.h"
 #include "report/replay/summary_observer.h"
 
 namespace torchseal {

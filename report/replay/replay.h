@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "report/input/history_reader.h"
-#include "report/model/event.h"
-#include "report/model/run_summary.h"
-#include "report/model/vmm_maps.h"
+#include "common/model/event.h"
+#include "common/model/run_summary.h"
+#include "common/model/vmm_maps.h"
 
 namespace torchseal {
 

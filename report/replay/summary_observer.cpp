@@ -1,6 +1,6 @@
 #include "report/replay/summary_observer.h"
 
-#include "report/format/checkpoint.h"
+#include "common/format/checkpoint.h"
 
 #include <algorithm>
 #include <tuple>

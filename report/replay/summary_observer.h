@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "report/model/run_summary.h"
+#include "common/model/run_summary.h"
 #include "report/replay/replay.h"
 
 namespace torchseal {

@@ -1,6 +1,6 @@
 #include "shim/core/call_args.h"
 
-#include "shim/intercept/driver_api.h"
+#include "shim/core/driver_api.h"
 
 namespace torchseal {
 namespace {

@@ -13,7 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "report/model/event.h"
+#include "common/model/event.h"
 
 namespace torchseal {
 

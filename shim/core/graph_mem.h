@@ -14,7 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "report/model/event.h"
+#include "common/model/event.h"
 #include "shim/core/shard_lock.h"
 
 namespace torchseal {

@@ -7,7 +7,7 @@
 #include <functional>
 #include <vector>
 
-#include "report/model/analysis_input.h"
+#include "common/model/analysis_input.h"
 #include "shim/core/mapped_array.h"
 #include "shim/core/shard_lock.h"
 

@@ -8,14 +8,14 @@
 #include <new>
 #include <unordered_map>
 
-#include "report/analysis/site.h"  // is_internal_module
-#include "report/model/run_summary.h"
+#include "common/symbols/module_map.h"  // is_internal_module
+#include "common/model/run_summary.h"
 #include "shim/core/counters.h"
 #include "shim/core/python/python_frames.h"
 #include "shim/core/unwind/unwinder.h"
-#include "shim/runtime/log.h"
-#include "shim/sink/mark_labels.h"
-#include "shim/sink/thread_buffers.h"
+#include "common/util/log.h"
+#include "shim/core/mark_labels.h"
+#include "shim/core/thread_buffers.h"
 
 namespace torchseal {
 

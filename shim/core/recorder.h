@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "report/model/analysis_input.h"
-#include "report/model/vmm_maps.h"
+#include "common/model/analysis_input.h"
+#include "common/model/vmm_maps.h"
 #include "shim/core/graph_mem.h"
 #include "shim/core/live_table.h"
 #include "shim/core/stack_table.h"

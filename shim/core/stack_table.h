@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "report/model/event.h"
+#include "common/model/event.h"
 #include "shim/core/shard_lock.h"
 
 namespace torchseal {

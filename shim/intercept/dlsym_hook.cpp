@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "shim/intercept/driver_api.h"
+#include "shim/core/driver_api.h"
 
 // Sanitizer runtimes resolve their interceptors with dlsym(RTLD_NEXT, ...)
 // while they initialize, before their shadow memory exists, and that lookup

@@ -15,10 +15,10 @@
 
 #include "shim/core/context_id.h"
 #include "shim/intercept/dlsym_hook.h"
-#include "shim/intercept/driver_api.h"
+#include "shim/core/driver_api.h"
 #include "shim/intercept/hook_through.h"
-#include "shim/runtime/lifecycle.h"
-#include "shim/runtime/log.h"
+#include "shim/core/activation.h"
+#include "common/util/log.h"
 
 using torchseal::ApiId;
 using torchseal::CallArgs;
@@ -512,7 +512,7 @@ Wrapped g_wrapped[] = {
 #define TS_WRAP_Runtime(id, name)
 #define TS_WRAP_Driver(id, name) {name, ApiId::id, reinterpret_cast<void *>(&::id), {nullptr}},
 #define TS_API(id, name, layer, family, role) TS_WRAP_##layer(id, name)
-#include "report/model/api_table.def"
+#include "common/model/api_table.def"
 #undef TS_API
 #undef TS_WRAP_Driver
 #undef TS_WRAP_Runtime

@@ -15,7 +15,7 @@
 
 #include "shim/core/loader_walk.h"
 #include "shim/intercept/dlsym_hook.h"
-#include "shim/runtime/log.h"
+#include "common/util/log.h"
 
 namespace torchseal::got {
 namespace {

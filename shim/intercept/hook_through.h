@@ -6,7 +6,7 @@
 #include <cuda_runtime_api.h>
 
 #include "shim/core/record_call.h"
-#include "shim/runtime/lifecycle.h"
+#include "shim/core/activation.h"
 
 namespace torchseal {
 

@@ -1,7 +1,7 @@
 #include "shim/intercept/real_symbol.h"
 
 #include "shim/intercept/dlsym_hook.h"
-#include "shim/runtime/log.h"
+#include "common/util/log.h"
 
 namespace torchseal {
 

@@ -4,7 +4,7 @@
 // forwarding).
 #include <cuda_runtime_api.h>
 
-#include "shim/intercept/driver_api.h"
+#include "shim/core/driver_api.h"
 #include "shim/intercept/hook_through.h"
 #include "shim/intercept/real_symbol.h"
 

@@ -1,11 +1,11 @@
 #include "shim/runtime/exit_verdict.h"
 
-#include "report/format/records.h"
-#include "report/format/tseal_format.h"
-#include "report/model/analysis_input.h"
+#include "common/format/records.h"
+#include "common/format/tseal_format.h"
+#include "common/model/analysis_input.h"
 #include "shim/core/python/safe_points.h"
 #include "shim/core/recorder.h"
-#include "shim/runtime/log.h"
+#include "common/util/log.h"
 
 namespace torchseal::history {
 

@@ -12,7 +12,7 @@
 
 #include "shim/core/recorder.h"
 #include "shim/runtime/lifecycle.h"
-#include "shim/runtime/log.h"
+#include "common/util/log.h"
 #include "shim/runtime/report_files.h"
 
 namespace {

@@ -24,15 +24,15 @@
 #include "shim/runtime/service_thread.h"
 #include "shim/runtime/signals.h"
 #ifdef TORCHSEAL_HAVE_CUPTI_BACKEND
-#include "shim/intercept/cupti/call_owner.h"
-#include "shim/intercept/cupti/cupti_backend.h"
+#include "cupti_backend/call_owner.h"
+#include "cupti_backend/cupti_backend.h"
 #endif
-#include "report/input/runtime_libs.h"
-#include "report/input/symbolizer.h"
+#include "common/symbols/runtime_libs.h"
+#include "common/symbols/symbolizer.h"
 #include "shim/core/python/safe_points.h"
 #include "shim/core/recorder.h"
 #include "shim/core/unwind/unwinder.h"
-#include "shim/runtime/log.h"
+#include "common/util/log.h"
 #include "shim/runtime/report_files.h"
 
 namespace torchseal {

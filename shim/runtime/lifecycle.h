@@ -6,19 +6,15 @@
 // exit report; a bad setting leaves the shim inert with one line on stderr.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 
-#include "shim/runtime/config.h"
+#include "common/settings/config.h"
+#include "shim/core/activation.h"
 
 namespace torchseal {
 
 enum class ShimState : int { Uninit = 0, Active = 1, Disabled = 2, Finished = 3 };
 
-// True when events should be recorded. Initialises on first use.
-bool ensure_active();
-// True when active, without initialising.
-bool is_active();
 // The settings; only while active.
 const Config &config();
 // The settings without activating (parsed on the first call); nullptr when a
@@ -27,19 +23,6 @@ const Config *parsed_config();
 const char *backend_name();
 // How native stacks are walked (unwinder_init's answer); "" before activation.
 const char *unwinder_name();
-
-// The first recorded event of this process (a forked child's own first
-// CUDA call): starts its history file. Backends call it before recording.
-void note_first_record();
-
-// The CUPTI backend gave its slot up: the hooks record from now on.
-void hooks_take_over();
-
-// CUDA has been initialised (a successful cuInit): from here on the process
-// writes its report at exit, even an empty one, so "active, no leaks" can be
-// told from "never active". Does nothing inside another hooked call (the
-// hook that made it activates the shim itself).
-void note_cuda_initialised();
 
 // Marks the calling thread as torchseal's own (writer, watcher): hooked calls
 // made on it are never recorded.
@@ -54,34 +37,5 @@ bool loaded_late();
 void request_late_attach();
 // torchseal_start() .. torchseal_stop(): decides what the exit report does.
 void set_interval_open(bool open);
-
-// Per-thread nesting depth of hooked calls. A runtime call that reaches the
-// driver through hooked pointers is one event, recorded by the outermost hook.
-namespace hook_detail {
-// Nesting depth of hooked calls on this thread (initial-exec: no TLS
-// allocation on first touch, safe inside interposers).
-extern __thread int t_depth __attribute__((tls_model("initial-exec")));
-// Set while the shim is active, the hooks are the recording backend and this
-// process has begun recording: the outermost hooked call then records with
-// one load. Cleared before any of that stops being true.
-extern std::atomic<bool> g_record_fast;
-bool record_slow();
-}  // namespace hook_detail
-
-class HookScope {
- public:
-  HookScope()
-      : record_(hook_detail::t_depth++ == 0 &&
-                (hook_detail::g_record_fast.load(std::memory_order_relaxed) ||
-                 hook_detail::record_slow())) {}
-  ~HookScope() { --hook_detail::t_depth; }
-  HookScope(const HookScope &) = delete;
-  HookScope &operator=(const HookScope &) = delete;
-  // True in the outermost hooked call of an active shim.
-  bool record() const { return record_; }
-
- private:
-  bool record_;
-};
 
 }  // namespace torchseal

@@ -19,9 +19,9 @@
 #include <nvtx3/nvToolsExt.h>
 
 #include "shim/core/recorder.h"
-#include "shim/runtime/config.h"
+#include "common/settings/config.h"
 #include "shim/runtime/lifecycle.h"
-#include "shim/runtime/log.h"
+#include "common/util/log.h"
 
 namespace torchseal {
 namespace {

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "shim/runtime/settings.h"
+#include "common/settings/settings.h"
 
 namespace torchseal {
 

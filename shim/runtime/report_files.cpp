@@ -1,6 +1,6 @@
 #include "shim/runtime/report_files.h"
 
-#include "report/input/runtime_libs.h"
+#include "common/symbols/runtime_libs.h"
 #include "shim/core/loader_walk.h"
 
 #include <fcntl.h>
@@ -15,14 +15,14 @@
 #include <new>
 #include <string>
 
-#include "report/analysis/produce_report.h"
+#include "report/render/produce_report.h"
 #include "report/analysis/suppressions.h"
-#include "report/input/module_map.h"
+#include "common/symbols/module_map.h"
 #include "shim/core/python/python_frames.h"
 #include "shim/core/python/safe_points.h"
 #include "shim/core/recorder.h"
 #include "shim/runtime/lifecycle.h"
-#include "shim/runtime/log.h"
+#include "common/util/log.h"
 #include "shim/runtime/output_path.h"
 #include "shim/runtime/torch_mode.h"
 

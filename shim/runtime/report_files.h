@@ -6,8 +6,8 @@
 
 #include <string>
 
-#include "report/model/analysis_input.h"
-#include "shim/runtime/config.h"
+#include "common/model/analysis_input.h"
+#include "common/settings/config.h"
 
 namespace torchseal {
 

@@ -3,8 +3,8 @@
 #include <cerrno>
 #include <csignal>
 
-#include "shim/runtime/log.h"
-#include "shim/sink/thread_buffers.h"
+#include "common/util/log.h"
+#include "shim/core/thread_buffers.h"
 
 namespace torchseal {
 namespace {

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "shim/runtime/config.h"
+#include "common/settings/config.h"
 
 namespace torchseal {
 

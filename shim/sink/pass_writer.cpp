@@ -10,16 +10,16 @@
 #include <new>
 #include <unordered_map>
 
-#include "report/format/records.h"
-#include "report/format/tseal_format.h"
-#include "report/input/module_map.h"
+#include "common/format/records.h"
+#include "common/format/tseal_format.h"
+#include "common/symbols/module_map.h"
 #include "shim/core/fast_clock.h"
 #include "shim/core/loader_walk.h"
 #include "shim/core/python/python_frames.h"
-#include "shim/runtime/log.h"
-#include "shim/sink/mark_labels.h"
+#include "common/util/log.h"
+#include "shim/core/mark_labels.h"
 #include "shim/sink/segments.h"
-#include "shim/sink/thread_buffers.h"
+#include "shim/core/thread_buffers.h"
 
 namespace torchseal::history {
 

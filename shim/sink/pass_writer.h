@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "report/model/analysis_input.h"  // ProcessInfo
+#include "common/model/analysis_input.h"  // ProcessInfo
 #include "shim/core/stack_table.h"
 
 namespace torchseal::history::file {

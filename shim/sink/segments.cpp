@@ -16,14 +16,15 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "report/format/checkpoint.h"
-#include "report/format/event_codec.h"
-#include "report/format/tseal_format.h"
+#include "common/format/checkpoint.h"
+#include "common/format/event_codec.h"
+#include "common/format/segment_files.h"
+#include "common/format/tseal_format.h"
 #include "report/input/chunk_reader.h"
 #include "report/replay/checkpoint_observer.h"
 #include "report/replay/replay.h"
 #include "shim/core/fast_clock.h"
-#include "shim/runtime/log.h"
+#include "common/util/log.h"
 
 namespace torchseal::history::segments {
 

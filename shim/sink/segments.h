@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "shim/sink/thread_buffers.h"
+#include "shim/core/thread_buffers.h"
 
 namespace torchseal::history::segments {
 

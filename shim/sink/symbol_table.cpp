@@ -2,10 +2,10 @@
 
 #include <algorithm>
 
-#include "report/format/records.h"
-#include "report/format/tseal_format.h"
-#include "report/input/module_map.h"
-#include "report/input/symbolizer.h"
+#include "common/format/records.h"
+#include "common/format/tseal_format.h"
+#include "common/symbols/module_map.h"
+#include "common/symbols/symbolizer.h"
 
 namespace torchseal::history {
 

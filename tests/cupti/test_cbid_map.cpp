@@ -10,9 +10,9 @@
 #include <sstream>
 #include <string>
 
-#include "shim/intercept/cupti/cbid_map.h"
+#include "cupti_backend/cbid_map.h"
 #include "expect.h"
-#include "shim/intercept/cupti/param_decode.h"
+#include "cupti_backend/param_decode.h"
 
 using namespace torchseal;
 using namespace torchseal::cupti;

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "shim/intercept/cupti/cupti_search_path.h"
+#include "cupti_backend/cupti_search_path.h"
 #include "expect.h"
 
 using torchseal::cupti::for_each_cupti_candidate;

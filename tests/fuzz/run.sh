@@ -24,34 +24,36 @@ flags="-std=c++20 -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -f
 inc="-I$root -isystem $cuda_inc"
 
 # Small compile lists: each target gets only what it calls.
-report_srcs="model/event.cpp model/vmm_maps.cpp model/run_summary.cpp format/event_codec.cpp format/tseal_format.cpp format/records.cpp
-  format/checkpoint.cpp input/history_reader.cpp input/segmented_reader.cpp replay/replay.cpp
-  replay/summary_observer.cpp replay/analysis_replay.cpp input/module_map.cpp
-  render/report_json.cpp analysis/analysis.cpp analysis/site.cpp input/symbolizer.cpp
-  input/elf_symtab.cpp analysis/growth.cpp analysis/hints.cpp analysis/holder_hints.cpp
-  analysis/python_source.cpp analysis/shown_frames.cpp
-  analysis/suppressions.cpp analysis/holders.cpp input/read_file.cpp render/site_json.cpp
-  analysis/library_held.cpp analysis/graph_growth.cpp
-  input/runtime_libs.cpp"
+report_srcs="common/model/event.cpp common/model/vmm_maps.cpp common/model/run_summary.cpp
+  common/format/event_codec.cpp common/format/tseal_format.cpp common/format/records.cpp
+  common/format/checkpoint.cpp common/format/segment_files.cpp common/symbols/module_map.cpp common/symbols/symbolizer.cpp
+  common/symbols/elf_symtab.cpp common/symbols/runtime_libs.cpp common/util/read_file.cpp
+  report/input/chunk_reader.cpp report/input/history_reader.cpp report/input/segmented_reader.cpp report/replay/replay.cpp
+  report/replay/summary_observer.cpp report/replay/analysis_replay.cpp
+  report/render/report_json.cpp report/analysis/analysis.cpp report/analysis/site.cpp
+  report/analysis/growth.cpp report/analysis/hints.cpp report/analysis/holder_hints.cpp
+  report/analysis/python_source.cpp report/analysis/shown_frames.cpp
+  report/analysis/suppressions.cpp report/analysis/holders.cpp report/render/site_json.cpp
+  report/analysis/library_held.cpp report/analysis/graph_growth.cpp"
 # An object is rebuilt when its source or any of our headers is newer (a
 # header change alone must not leave objects of two layouts linked together).
 stale() {
   [ ! -f "$2" ] || [ "$1" -nt "$2" ] ||
-    [ -n "$(find "$root/report" "$root/shim" -name '*.h' -newer "$2" -print -quit)" ]
+    [ -n "$(find "$root/common" "$root/report" "$root/shim" -name '*.h' -newer "$2" -print -quit)" ]
 }
 objs=""
 for s in $report_srcs; do
   o="$out/obj/$(echo "$s" | tr / _).o"
-  if stale "$root/report/$s" "$o"; then
-    $cxx $flags -fsanitize=fuzzer-no-link -DTORCHSEAL_HAVE_LIBDW=0 $inc -c "$root/report/$s" -o "$o"
+  if stale "$root/$s" "$o"; then
+    $cxx $flags -fsanitize=fuzzer-no-link -DTORCHSEAL_HAVE_LIBDW=0 $inc -c "$root/$s" -o "$o"
   fi
   objs="$objs $o"
 done
 shim_objs=""
-for s in runtime/output_path.cpp runtime/config.cpp runtime/log.cpp runtime/settings.cpp; do
+for s in shim/runtime/output_path.cpp common/settings/config.cpp common/util/log.cpp common/settings/settings.cpp; do
   o="$out/obj/shim_$(echo "$s" | tr / _).o"
-  if stale "$root/shim/$s" "$o"; then
-    $cxx $flags -fsanitize=fuzzer-no-link $inc -c "$root/shim/$s" -o "$o"
+  if stale "$root/$s" "$o"; then
+    $cxx $flags -fsanitize=fuzzer-no-link $inc -c "$root/$s" -o "$o"
   fi
   shim_objs="$shim_objs $o"
 done

@@ -48,12 +48,12 @@ def history_files(prefix):
 def segment_index(tseal):
     """The main file's clock (process start, clock base: unix seconds) and
     segment index, read independently of torchseal's reader
-    (docs/tseal-format.md; report/format/checkpoint.h, SegmentRecord)."""
+    (docs/tseal-format.md; common/format/checkpoint.h, SegmentRecord)."""
     with open(tseal, "rb") as f:
         data = f.read()
     start, base, segs = None, None, []
     for typ, p in chunks(data):
-        if typ == 1:  # Process (report/format/records.cpp)
+        if typ == 1:  # Process (common/format/records.cpp)
             _, pos = varint(p, 8)  # u64 pid, svarint rank
             n, pos = varint(p, pos)  # str hostname
             start = struct.unpack_from("<d", p, pos + n)[0]

@@ -8,6 +8,7 @@
 //     capped_program STEPS [marks] [nosteps]
 #include <cuda.h>
 #include <cuda_runtime_api.h>
+#include <torchseal.h>
 #include <dlfcn.h>
 
 #include <cstdio>
@@ -114,9 +115,10 @@ int main(int argc, char **argv) {
     if (!std::strcmp(argv[i], "marks")) marks = true;
     if (!std::strcmp(argv[i], "nosteps")) explicit_steps = false;
   }
-  auto step_fn = shim<void (*)()>("torchseal_step");
-  auto mark_fn = shim<void (*)(const char *)>("torchseal_mark");
-  auto dump_fn = shim<int (*)(const char *)>("torchseal_dump");
+  // Typed from the public header, so a change of signature breaks this build.
+  auto step_fn = shim<decltype(&torchseal_step)>("torchseal_step");
+  auto mark_fn = shim<decltype(&torchseal_mark)>("torchseal_mark");
+  auto dump_fn = shim<decltype(&torchseal_dump)>("torchseal_dump");
 
   must(cudaFree(nullptr) == cudaSuccess, "cudaFree(nullptr)");  // the primary context
   must(cuInit(0) == CUDA_SUCCESS, "cuInit");

@@ -4,6 +4,7 @@
 // also runs without the shim (then it marks nothing).
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
+#include <torchseal.h>
 
 #include <cstdio>
 #include <thread>
@@ -11,8 +12,8 @@
 namespace {
 
 void mark(const char *label) {
-  using MarkFn = void (*)(const char *);
-  static auto fn = reinterpret_cast<MarkFn>(dlsym(RTLD_DEFAULT, "torchseal_mark"));
+  // Typed from the public header, so a change of signature breaks this build.
+  static auto fn = reinterpret_cast<decltype(&torchseal_mark)>(dlsym(RTLD_DEFAULT, "torchseal_mark"));
   if (fn) fn(label);
 }
 

@@ -11,9 +11,10 @@
 #include <random>
 #include <tuple>
 
-#include "report/format/checkpoint.h"
+#include "common/format/checkpoint.h"
+#include "common/format/segment_files.h"
 #include "report/input/chunk_reader.h"
-#include "report/format/records.h"
+#include "common/format/records.h"
 #include "report/replay/analysis_replay.h"
 #include "report/replay/checkpoint_observer.h"
 #include "report/replay/replay.h"

@@ -9,9 +9,9 @@
 #include <random>
 #include <string>
 
-#include "report/format/event_codec.h"
-#include "report/format/records.h"
-#include "report/format/tseal_format.h"
+#include "common/format/event_codec.h"
+#include "common/format/records.h"
+#include "common/format/tseal_format.h"
 #include "report/input/history_reader.h"
 #include "report/replay/analysis_replay.h"
 

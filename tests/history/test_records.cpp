@@ -5,7 +5,7 @@
 #include <cstring>
 #include <tuple>
 
-#include "report/format/records.h"
+#include "common/format/records.h"
 
 using namespace torchseal;
 using namespace torchseal::tseal;

@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
-#include "report/format/records.h"
-#include "report/format/tseal_format.h"
-#include "report/model/event.h"
+#include "common/format/records.h"
+#include "common/format/tseal_format.h"
+#include "common/model/event.h"
 
 using namespace torchseal;
 namespace ts = torchseal::tseal;

@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 #include <cstdlib>
 
-#include "shim/runtime/config.h"
+#include "common/settings/config.h"
 #include "shim/runtime/output_path.h"
 
 using namespace torchseal;

@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "report/model/event.h"
+#include "common/model/event.h"
 
 using namespace torchseal;
 

@@ -9,8 +9,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "report/input/module_map.h"
-#include "report/analysis/produce_report.h"
+#include "common/symbols/module_map.h"
+#include "report/render/produce_report.h"
 #include "report/render/report_json.h"
 #include "report/render/report_text.h"
 

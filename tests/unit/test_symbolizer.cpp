@@ -8,8 +8,8 @@
 #include <cstdint>
 
 #include "report/analysis/analysis.h"
-#include "report/input/module_map.h"
-#include "report/input/symbolizer.h"
+#include "common/symbols/module_map.h"
+#include "common/symbols/symbolizer.h"
 
 namespace symtest {
 

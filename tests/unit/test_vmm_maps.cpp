@@ -1,7 +1,7 @@
-// report/model/vmm_maps.h: the VMM mappings in force, as map and unmap leave them.
+// common/model/vmm_maps.h: the VMM mappings in force, as map and unmap leave them.
 #include <catch2/catch.hpp>
 
-#include "report/model/vmm_maps.h"
+#include "common/model/vmm_maps.h"
 
 using namespace torchseal;
 

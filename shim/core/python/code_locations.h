@@ -9,7 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "report/model/analysis_input.h"  // PyFrame
+#include "common/model/analysis_input.h"  // PyFrame
 #include "shim/core/python/code_reader.h"
 #include "shim/core/shard_lock.h"
 

@@ -5,7 +5,7 @@
 #include <cerrno>
 
 #include "shim/core/python/raw_read.h"
-#include "shim/runtime/log.h"
+#include "common/util/log.h"
 
 namespace torchseal::py {
 namespace {

@@ -9,7 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "report/model/event.h"  // PyStackId
+#include "common/model/event.h"  // PyStackId
 #include "shim/core/python/code_locations.h"
 #include "shim/core/shard_lock.h"
 

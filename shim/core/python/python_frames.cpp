@@ -13,7 +13,7 @@
 #include "shim/core/python/frame_walker.h"
 #include "shim/core/python/py_stack_table.h"
 #include "shim/core/python/python_runtime.h"
-#include "shim/runtime/log.h"
+#include "common/util/log.h"
 
 namespace torchseal::py {
 namespace {

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "report/model/analysis_input.h"  // PyFrame
-#include "report/model/event.h"           // PyStackId
+#include "common/model/analysis_input.h"  // PyFrame
+#include "common/model/event.h"           // PyStackId
 
 namespace torchseal::py {
 

@@ -18,8 +18,8 @@
 #include "shim/core/python/cpython_api.h"
 #include "shim/core/python/python_frames.h"
 #include "shim/core/recorder.h"
-#include "shim/runtime/lifecycle.h"
-#include "shim/runtime/log.h"
+#include "shim/core/activation.h"
+#include "common/util/log.h"
 
 namespace torchseal::holders {
 namespace {

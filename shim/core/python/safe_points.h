@@ -12,7 +12,7 @@
 //     while the interpreter is still whole.
 #pragma once
 
-#include "report/model/analysis_input.h"
+#include "common/model/analysis_input.h"
 
 namespace torchseal::holders {
 

@@ -13,11 +13,11 @@
 #include <string>
 #include <vector>
 
-#include "report/input/runtime_libs.h"
+#include "common/symbols/runtime_libs.h"
 #include "shim/core/ip_hash.h"
 #include "shim/core/unwind/frame_rules.h"
 #include "shim/core/unwind/rule_learner.h"
-#include "shim/runtime/log.h"
+#include "common/util/log.h"
 
 namespace torchseal {
 namespace {

@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <string>
 
-#include "shim/runtime/config.h"
+#include "common/settings/config.h"
 
 namespace torchseal {
 

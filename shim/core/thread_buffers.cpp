@@ -1,0 +1,287 @@
+#include "shim/core/thread_buffers.h"
+
+#include <pthread.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <ctime>
+
+#include "common/format/event_codec.h"
+#include "shim/core/shard_lock.h"
+#include "shim/core/asymmetric_fence.h"
+
+namespace torchseal::history {
+
+namespace {
+
+using buffers::EventBytes;
+using buffers::Sealed;
+
+// Whether the service thread runs, for the hot path.
+std::atomic<bool> g_writer_running{false};
+
+constexpr size_t kSealBytes = 256 * 1024;       // hand a buffer to the writer past this
+constexpr size_t kPassWakeBytes = 1024 * 1024;  // sealed bytes that start a pass early
+constexpr size_t kFirstBufferBytes = 16 * 1024;
+// Sealed bytes waiting for the writer past which an allocating thread that
+// seals a buffer waits for it (at most kBacklogWaitNs each time). A writer
+// slower than the program (a slow disk; a capped history's replay behind
+// many fast threads) would otherwise hold the difference in memory without
+// bound.
+constexpr size_t kBacklogBytes = 64u << 20;
+constexpr uint64_t kBacklogWaitNs = 200'000'000;
+
+// A thread appends to its own buffer without a locked instruction: it marks
+// itself busy, and the writer, to cut a pass, raises g_cutting and waits
+// for every busy mark to clear (asymmetric_fence.h orders the two sides).
+// A thread that finds a cut under way appends under its buffer's lock,
+// which the writer holds for the whole cut.
+struct alignas(64) ThreadBuf {  // threads never share a line
+  std::atomic<uint32_t> busy{0};
+  ShardLock lock;
+  EventBytes bytes;  // size() is the room; `used` the bytes written
+  size_t used = 0;
+  tseal::CodecState st;
+  uint64_t base_time = 0;
+  uint32_t count = 0;
+  uint32_t tid = 0;
+  std::atomic<bool> dead{false};
+};
+
+struct State {
+  ShardLock registry_lock;
+  std::vector<ThreadBuf *> bufs;
+  std::vector<Sealed> sealed;      // full buffers waiting for the writer
+  size_t sealed_bytes = 0;         // under registry_lock
+  std::atomic<size_t> backlog{0};  // sealed since the last cut
+  int wake_fd = -1;
+  std::atomic<int> dump_request{0};  // 0 none, 1 signal, 2 api, 3 oom
+};
+
+State &S() {
+  alignas(State) static unsigned char storage[sizeof(State)];
+  static State *s = new (storage) State();
+  return *s;
+}
+
+std::atomic<uint32_t> g_cutting{0};
+
+pthread_key_t g_exit_key;
+pthread_once_t g_key_once = PTHREAD_ONCE_INIT;
+thread_local ThreadBuf *t_buf __attribute__((tls_model("initial-exec"))) = nullptr;
+thread_local bool t_writer __attribute__((tls_model("initial-exec"))) = false;
+
+void on_thread_exit(void *p) { static_cast<ThreadBuf *>(p)->dead.store(true); }
+void make_key() { pthread_key_create(&g_exit_key, on_thread_exit); }
+
+ThreadBuf *my_buf() {
+  if (t_buf) return t_buf;
+  auto *b = new ThreadBuf();
+  b->tid = static_cast<uint32_t>(syscall(SYS_gettid));
+  b->bytes.resize(kFirstBufferBytes);
+  pthread_once(&g_key_once, make_key);
+  pthread_setspecific(g_exit_key, b);
+  {
+    Guard g(S().registry_lock);
+    S().bufs.push_back(b);
+  }
+  t_buf = b;
+  return b;
+}
+
+Sealed seal(ThreadBuf &b) {
+  Sealed c{b.tid, b.base_time, b.count, {}};
+  b.bytes.resize(b.used);
+  c.bytes.swap(b.bytes);
+  b.bytes.resize(kFirstBufferBytes);
+  b.used = 0;
+  b.count = 0;
+  return c;
+}
+
+// Waits for a thread to finish the append it is in (a few hundred ns,
+// unless it was preempted). A thread stopped in the middle (a debugger, a
+// signal handler that never returns, a crash in this very append) keeps its
+// buffer for a later pass rather than hang the writer.
+bool quiet(const ThreadBuf &b) {
+  for (unsigned spins = 0; b.busy.load(std::memory_order_acquire); ++spins) {
+    if (spins < 256) {
+      __builtin_ia32_pause();
+    } else if (spins < 256 + 2000) {
+      timespec nap{0, 50'000};
+      nanosleep(&nap, nullptr);
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Encodes into the thread's buffer; true when it is due to be handed over.
+__attribute__((always_inline)) inline bool put(ThreadBuf &b, const Event &e) {
+  if (!b.count) {
+    b.base_time = e.time_ns;
+    b.st.reset(e.time_ns);
+  }
+  if (b.bytes.size() - b.used < tseal::kMaxEventBytes)
+    b.bytes.resize(std::max(2 * b.bytes.size(), b.used + tseal::kMaxEventBytes));
+  b.used += tseal::encode_event(b.bytes.data() + b.used, b.st, e);
+  ++b.count;
+  return b.used >= kSealBytes;
+}
+
+void ring_fd(int fd) {
+  if (fd < 0) return;
+  uint64_t one = 1;
+  ssize_t ignored = write(fd, &one, sizeof one);
+  (void)ignored;
+}
+
+// Holds the calling thread while the writer is far behind (never the writer
+// itself, and never for long: a stuck writer costs the wait, not a hang).
+void wait_for_writer(State &s) {
+  if (t_writer || s.backlog.load(std::memory_order_relaxed) < kBacklogBytes) return;
+  ring_fd(s.wake_fd);
+  timespec start;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  while (s.backlog.load(std::memory_order_relaxed) >= kBacklogBytes &&
+         g_writer_running.load(std::memory_order_relaxed)) {
+    timespec nap{0, 200'000}, now;
+    nanosleep(&nap, nullptr);
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    uint64_t waited = static_cast<uint64_t>(now.tv_sec - start.tv_sec) * 1'000'000'000 +
+                      static_cast<uint64_t>(now.tv_nsec) - static_cast<uint64_t>(start.tv_nsec);
+    if (waited >= kBacklogWaitNs) return;
+  }
+}
+
+}  // namespace
+
+void append(const Event &e) {
+  if (!g_writer_running.load(std::memory_order_relaxed)) return;
+  ThreadBuf *b = my_buf();
+  bool full;
+  b->busy.store(1, std::memory_order_relaxed);
+  asym::light();
+  if (!g_cutting.load(std::memory_order_acquire)) {
+    full = put(*b, e);
+    b->busy.store(0, std::memory_order_release);
+  } else {
+    b->busy.store(0, std::memory_order_release);
+    Guard g(b->lock);  // until the cut is done
+    full = put(*b, e);
+  }
+  if (full) {
+    State &s = S();
+    // Same lock order as cut() (registry, then buffer), and the seal and the
+    // push happen under both, so a pass can never see this thread's later
+    // events before this earlier chunk.
+    bool wake = false;
+    {
+      Guard rg(s.registry_lock);
+      Guard g(b->lock);
+      if (b->used >= kSealBytes) {
+        s.sealed_bytes += b->used;
+        s.backlog.fetch_add(b->used, std::memory_order_relaxed);
+        s.sealed.push_back(seal(*b));
+        // A fast producer must not make one pass huge: a pass is what the
+        // reader holds in memory at once, so start the next one early.
+        wake = s.sealed_bytes >= kPassWakeBytes;
+        if (wake) s.sealed_bytes = 0;
+      }
+    }
+    if (wake) ring_fd(s.wake_fd);
+    wait_for_writer(s);
+  }
+}
+
+void request_dump(const char *trigger) {
+  int code = 1;
+  if (trigger[0] == 'a')
+    code = 2;
+  else if (trigger[0] == 'o')
+    code = 3;
+  State &s = S();
+  s.dump_request.store(code);
+  ring_fd(s.wake_fd);
+}
+
+namespace buffers {
+
+void init() {
+  asym::init();
+  S().wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+}
+
+int doorbell() { return S().wake_fd; }
+
+void ring() { ring_fd(S().wake_fd); }
+
+void set_accepting(bool on) { g_writer_running.store(on); }
+
+void set_writer_thread() { t_writer = true; }
+
+int take_dump_request() { return S().dump_request.exchange(0); }
+
+std::vector<Sealed> cut() {
+  State &s = S();
+  std::vector<Sealed> chunks;
+  std::vector<ThreadBuf *> dead;
+  {
+    Guard g(s.registry_lock);
+    chunks.swap(s.sealed);
+    s.sealed_bytes = 0;
+    s.backlog.store(0, std::memory_order_relaxed);
+    // Every buffer is sealed under all their locks at once: the pass is one
+    // cut across threads. Drained one at a time, a thread whose buffer was
+    // already drained could allocate (next pass) and hand the memory to a
+    // thread not yet drained, whose free would then land in this pass,
+    // before its allocation: the reader only orders events within a pass.
+    for (ThreadBuf *b : s.bufs) b->lock.lock();
+    g_cutting.store(1, std::memory_order_relaxed);
+    asym::heavy();
+    for (ThreadBuf *b : s.bufs)
+      if (quiet(*b) && b->count) chunks.push_back(seal(*b));
+    g_cutting.store(0, std::memory_order_release);
+    for (ThreadBuf *b : s.bufs) b->lock.unlock();
+    for (auto it = s.bufs.begin(); it != s.bufs.end();) {
+      ThreadBuf *b = *it;
+      if (b->dead.load()) {
+        dead.push_back(b);
+        it = s.bufs.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (ThreadBuf *b : dead) delete b;
+  return chunks;
+}
+
+void reset_after_fork() {
+  State &s = S();
+  // The parent's writer thread does not exist here.
+  if (s.wake_fd >= 0) close(s.wake_fd);
+  s.wake_fd = -1;
+  g_writer_running.store(false);
+  s.dump_request.store(0);
+  s.backlog.store(0);
+  s.registry_lock.reset_after_fork();
+  g_cutting.store(0, std::memory_order_relaxed);
+  // Other threads' buffers hold the parent's events and may have been
+  // mid-update at the fork: abandon them (never free half-updated vectors).
+  new (&s.bufs) std::vector<ThreadBuf *>();
+  new (&s.sealed) std::vector<Sealed>();
+  if (t_buf) {
+    t_buf->lock.reset_after_fork();
+    t_buf->busy.store(0, std::memory_order_relaxed);
+    t_buf->used = 0;
+    t_buf->count = 0;
+    s.bufs.push_back(t_buf);
+  }
+}
+
+}  // namespace buffers
+}  // namespace torchseal::history
