@@ -25,7 +25,7 @@ void CheckpointState::released(const Event &a) {
 }
 
 tseal::CheckpointRecord CheckpointState::whole(uint64_t seq, uint64_t time_ns,
-                                                  uint64_t step) const {
+                                               uint64_t step) const {
   tseal::CheckpointRecord c;
   c.seq = seq;
   c.time_ns = time_ns;
@@ -57,7 +57,7 @@ void CheckpointState::rebase(uint64_t seq) {
 }
 
 tseal::CheckpointRecord CheckpointState::delta(uint64_t seq, uint64_t time_ns,
-                                                  uint64_t step) const {
+                                               uint64_t step) const {
   tseal::CheckpointRecord c;
   c.seq = seq;
   c.time_ns = time_ns;

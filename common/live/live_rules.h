@@ -20,8 +20,8 @@ namespace torchseal::live {
 // A context teardown (cuCtxDestroy, cudaDeviceReset) ends the allocations of
 // its context when it names one, else those of its device, else (device < 0)
 // those of every device.
-inline bool ends_at_teardown(uint32_t teardown_context, int teardown_device,
-                             uint32_t alloc_context, int alloc_device) {
+inline bool ends_at_teardown(uint32_t teardown_context, int teardown_device, uint32_t alloc_context,
+                             int alloc_device) {
   return teardown_context ? alloc_context == teardown_context
                           : (teardown_device < 0 || alloc_device == teardown_device);
 }
@@ -32,8 +32,8 @@ inline bool ends_at_teardown(uint32_t teardown_context, int teardown_device,
 class StepSites {
  public:
   void add(StackId stack, PyStackId pystack, ApiId api, Family family, uint64_t size) {
-    auto [it, fresh] = index_.emplace(Key{static_cast<uint64_t>(stack) << 32 | pystack, api},
-                                      sites_.size());
+    auto [it, fresh] =
+        index_.emplace(Key{static_cast<uint64_t>(stack) << 32 | pystack, api}, sites_.size());
     if (fresh) sites_.push_back({stack, pystack, api, family, 0, 0});
     sites_[it->second].bytes += size;
     sites_[it->second].allocations += 1;

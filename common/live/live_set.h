@@ -16,8 +16,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/model/vmm_maps.h"
 #include "common/model/event.h"
+#include "common/model/vmm_maps.h"
 
 namespace torchseal {
 

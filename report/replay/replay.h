@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "common/live/live_set.h"
-#include "report/input/history_reader.h"
 #include "common/model/event.h"
 #include "common/model/run_summary.h"
+#include "report/input/history_reader.h"
 
 namespace torchseal {
 

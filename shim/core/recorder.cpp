@@ -400,7 +400,8 @@ StepSample Recorder::sample_sites(uint64_t step, uint64_t t) {
   s.time_ns = t;
   live::StepSites sites;
   for (LiveTable *tab : {&live_, &vmm_})
-    tab->for_each([&](const LiveRecord &r) { sites.add(r.stack, r.pystack, r.api, r.family, r.size); });
+    tab->for_each(
+        [&](const LiveRecord &r) { sites.add(r.stack, r.pystack, r.api, r.family, r.size); });
   s.sites = sites.take();
   return s;
 }

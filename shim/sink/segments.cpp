@@ -12,17 +12,14 @@
 #include <memory>
 #include <new>
 #include <set>
-#include <tuple>
-#include <unordered_map>
-#include <unordered_set>
 
 #include "common/format/checkpoint.h"
 #include "common/format/event_codec.h"
 #include "common/format/segment_files.h"
 #include "common/format/tseal_format.h"
 #include "common/live/checkpoint_state.h"
-#include "shim/core/fast_clock.h"
 #include "common/util/log.h"
+#include "shim/core/fast_clock.h"
 
 namespace torchseal::history::segments {
 
@@ -318,8 +315,8 @@ void close_segment() {
 void after_slice() {
   State &s = S();
   uint8_t seen = s.ck->tally().take_notable();
-  uint8_t notable = (seen & live::kSawOom ? tseal::kPinOom : 0) |
-                    (seen & live::kSawMark ? tseal::kPinMark : 0);
+  uint8_t notable =
+      (seen & live::kSawOom ? tseal::kPinOom : 0) | (seen & live::kSawMark ? tseal::kPinMark : 0);
   if (notable) {
     s.cur_pins |= notable;
     if (!s.kept.empty() && s.kept.back().seq + 1 == s.seq) s.kept.back().pins |= notable;
