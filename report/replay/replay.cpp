@@ -32,83 +32,11 @@ void Replay::on_event(const Event &e) {
 
 void Replay::apply(const Event &e, bool notify) {
   if (notify) obs_.on_event(e);
-  switch (e.op) {
-    case Op::Alloc: {
-      // An allocated handle is an unreleased one (a failed release undone).
-      if (e.family == Family::Vmm) vmm_maps_.forget(e.addr);
-      Table &t = table(e.family);
-      auto it = t.find(e.addr);
-      if (it != t.end()) {
-        if (notify) obs_.on_release(e, it->second);
-        live_bytes_ -= it->second.alloc.size;
-        // Replaced in place: the record keeps its slot in the table's order.
-        it->second = ReplayRecord{e, notify ? obs_.on_alloc(e) : 0};
-      } else {
-        t.emplace(e.addr, ReplayRecord{e, notify ? obs_.on_alloc(e) : 0});
-      }
-      live_bytes_ += e.size;
-      break;
-    }
-    case Op::Free: {
-      Table &t = table(e.family);
-      auto it = t.find(e.addr);
-      if (it == t.end()) break;
-      // A VMM handle released while mapped lives until its last unmap.
-      if (e.family == Family::Vmm && !vmm_maps_.release(e.addr)) break;
-      if (notify) obs_.on_release(e, it->second);
-      live_bytes_ -= it->second.alloc.size;
-      t.erase(it);
-      break;
-    }
-    case Op::Teardown:
-      teardown(e, notify);
-      break;
-    case Op::Map:
-    case Op::Unmap: {
-      std::vector<uint64_t> gone;
-      vmm_maps_.apply(e.op, e.addr, e.size, e.stream, &gone, e.stack, e.pystack);
-      for (uint64_t h : gone) {
-        auto it = vmm_.find(h);
-        if (it == vmm_.end()) continue;
-        if (notify) obs_.on_release(e, it->second);
-        live_bytes_ -= it->second.alloc.size;
-        vmm_.erase(it);
-      }
-      break;
-    }
-    default:
-      break;
-  }
-}
-
-void Replay::teardown(const Event &e, bool notify) {
-  std::vector<const ReplayRecord *> dying;
-  for (Table *t : {&ptrs_, &vmm_})
-    for (const auto &kv : *t) {
-      const Event &a = kv.second.alloc;
-      if (e.context ? a.context == e.context : (e.device < 0 || a.device == e.device))
-        dying.push_back(&kv.second);
-    }
-  if (notify) obs_.on_teardown(e, dying);
-  for (const ReplayRecord *r : dying) {
-    live_bytes_ -= r->alloc.size;
-    if (r->alloc.family == Family::Vmm) vmm_maps_.forget(r->alloc.addr);
-    table(r->alloc.family).erase(r->alloc.addr);
-  }
+  live_.apply(e, notify ? &obs_ : nullptr);
 }
 
 void Replay::on_checkpoint(tseal::CheckpointRecord &&c, bool whole) {
-  ptrs_.clear();
-  vmm_.clear();
-  live_bytes_ = 0;
-  vmm_maps_ = VmmMapTable();
-  for (const VmmMap &m : c.maps)
-    vmm_maps_.apply(Op::Map, m.va, m.size, m.handle, nullptr, m.stack, m.pystack);
-  vmm_maps_.restore_released(c.released);
-  for (const Event &e : c.live) {
-    table(e.family)[e.addr] = ReplayRecord{e, 0};
-    live_bytes_ += e.size;
-  }
+  live_.restore(c.live, c.maps, c.released);
   last_ns_ = c.time_ns;
   if (silent_) {
     // A step range whose first step begins with this segment opens here;
@@ -116,8 +44,7 @@ void Replay::on_checkpoint(tseal::CheckpointRecord &&c, bool whole) {
     if (window_.by_steps && c.step + 1 >= window_.from_step) open_window(c.time_ns);
     return;
   }
-  for (Table *t : {&ptrs_, &vmm_})
-    for (auto &kv : *t) kv.second.tag = obs_.on_restore(kv.second.alloc);
+  live_.retag([&](const Event &a) { return obs_.on_restore(a); });
   obs_.on_checkpoint(whole ? std::move(c.summary) : RunSummary{}, whole);
 }
 
@@ -140,8 +67,7 @@ void Replay::on_process(const ProcessInfo &p, double clock_base) {
 void Replay::open_window(uint64_t at_ns) {
   silent_ = false;
   open_ns_ = at_ns;
-  for (Table *t : {&ptrs_, &vmm_})
-    for (auto &kv : *t) kv.second.tag = obs_.on_restore(kv.second.alloc);
+  live_.retag([&](const Event &a) { return obs_.on_restore(a); });
   obs_.on_checkpoint(RunSummary{}, false);
 }
 
@@ -159,18 +85,6 @@ void Replay::on_label(uint32_t id, std::string &&label) {
 std::string Replay::label(uint64_t id) const {
   auto it = id <= UINT32_MAX ? labels_.find(static_cast<uint32_t>(id)) : labels_.end();
   return it != labels_.end() ? it->second : "#" + std::to_string(id);
-}
-
-void Replay::for_each_live(const std::function<void(const ReplayRecord &)> &fn) const {
-  for (const Table *t : {&ptrs_, &vmm_})
-    for (const auto &kv : *t) fn(kv.second);
-}
-
-std::vector<Event> Replay::live_events() const {
-  std::vector<Event> out;
-  out.reserve(ptrs_.size() + vmm_.size());
-  for_each_live([&](const ReplayRecord &r) { out.push_back(r.alloc); });
-  return out;
 }
 
 bool replay_file(const std::string &path, Replay &replay, const HistoryWindow *window,

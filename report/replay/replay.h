@@ -1,11 +1,8 @@
-// The one replay of a history's event stream. It owns the live state (what
-// is allocated, by address; VMM handles, by handle) with the recorder's rules
-// (shim/core/recorder.cpp): an allocation at a live address replaces the old one
-// (reused without a recorded free), a free of an unknown address changes
-// nothing, and a teardown ends the allocations of its context (else of its
-// device, else of every device). Consumers (the analysis input, Perfetto,
-// the HTML timeline, memory_viz) observe the changes instead of each keeping
-// its own tables.
+// The one replay of a history's event stream. It keeps the live state with
+// the recorder's rules (LiveSet, common/live/live_set.h) and adds what a
+// reader needs around it: a window of the run, checkpoints, mark labels.
+// Consumers (the analysis input, Perfetto, the HTML timeline, memory_viz)
+// observe the changes instead of each keeping its own tables.
 #pragma once
 
 #include <cstdint>
@@ -14,37 +11,26 @@
 #include <unordered_map>
 #include <vector>
 
-#include "report/input/history_reader.h"
+#include "common/live/live_set.h"
 #include "common/model/event.h"
 #include "common/model/run_summary.h"
-#include "common/model/vmm_maps.h"
+#include "report/input/history_reader.h"
 
 namespace torchseal {
 
-struct ReplayRecord {
-  Event alloc;       // the allocating event (address, size, stacks, device, context, thread)
-  uint64_t tag = 0;  // the observer's own value for this allocation (on_alloc)
-};
+using ReplayRecord = LiveEntry;
 
 class Replay;
 
-// Metadata callbacks (HistorySink's) reach the observer unchanged.
-class ReplayObserver : public HistorySink {
+// Metadata callbacks (HistorySink's) reach the observer unchanged; the live
+// state's changes come as LiveSet::Listener's (on_alloc, on_release,
+// on_teardown).
+class ReplayObserver : public HistorySink, public LiveSet::Listener {
  public:
   // Only events this returns true for are replayed (e.g. up to a time).
   virtual bool wants(const Event &) { return true; }
   // Every replayed event, before the live state changes.
   void on_event(const Event &) override {}
-  // `e` allocated; the returned tag is kept with the record.
-  virtual uint64_t on_alloc(const Event & /*e*/) { return 0; }
-  // `r` stops being live because of `e`: its Free, a new allocation at the
-  // same address (reused without a recorded free), or a teardown.
-  virtual void on_release(const Event & /*e*/, const ReplayRecord & /*r*/) {}
-  // A teardown ends `dying` (in table order; sort for a stable output).
-  // By default, one on_release each.
-  virtual void on_teardown(const Event &e, const std::vector<const ReplayRecord *> &dying) {
-    for (const ReplayRecord *r : dying) on_release(e, *r);
-  }
   // An allocation that was live before the events this observer sees (a
   // checkpoint, or the start of a window); the returned tag is kept.
   virtual uint64_t on_restore(const Event &e) { return on_alloc(e); }
@@ -95,30 +81,28 @@ class Replay final : public HistorySink {
   uint64_t window_close_ns() const { return close_ns_; }
 
   // Every live record, pointers first, then VMM handles (table order).
-  void for_each_live(const std::function<void(const ReplayRecord &)> &fn) const;
-  uint64_t live_bytes() const { return live_bytes_; }
+  void for_each_live(const std::function<void(const ReplayRecord &)> &fn) const {
+    live_.for_each_live(fn);
+  }
+  uint64_t live_bytes() const { return live_.live_bytes(); }
   // The VMM mappings in force (cuMemMap minus cuMemUnmap).
-  const VmmMapTable &vmm_maps() const { return vmm_maps_; }
+  const VmmMapTable &vmm_maps() const { return live_.vmm_maps(); }
   // Every live record, for a checkpoint (the order a restore keeps).
-  std::vector<Event> live_events() const;
+  std::vector<Event> live_events() const { return live_.live_events(); }
+  const LiveSet &live() const { return live_; }
   // The label of a Mark event (its `size`); "#id" if the file lacks it.
   std::string label(uint64_t id) const;
 
  private:
-  using Table = std::unordered_map<uint64_t, ReplayRecord>;
-  Table &table(Family f) { return f == Family::Vmm ? vmm_ : ptrs_; }
-  void teardown(const Event &e, bool notify);
   void apply(const Event &e, bool notify);
   void open_window(uint64_t at_ns);
 
   ReplayObserver &obs_;
-  VmmMapTable vmm_maps_;
+  LiveSet live_;
   HistoryWindow window_;
   uint64_t from_ns_ = 0, to_ns_ = UINT64_MAX;
   bool silent_ = false, closed_ = false;
   uint64_t open_ns_ = 0, close_ns_ = 0, last_ns_ = 0;
-  Table ptrs_, vmm_;
-  uint64_t live_bytes_ = 0;
   std::unordered_map<uint32_t, std::string> labels_;
 };
 

@@ -6,10 +6,10 @@
 
 #include <algorithm>
 #include <new>
-#include <unordered_map>
 
-#include "common/symbols/module_map.h"  // is_internal_module
+#include "common/live/live_rules.h"
 #include "common/model/run_summary.h"
+#include "common/symbols/module_map.h"  // is_internal_module
 #include "shim/core/counters.h"
 #include "shim/core/python/python_frames.h"
 #include "shim/core/unwind/unwinder.h"
@@ -372,7 +372,7 @@ void Recorder::on_teardown(ApiId api, int device, uint32_t context) {
   }
   std::vector<LiveAlloc> dead;
   auto dies = [&](const LiveRecord &r) {
-    return context ? r.context == context : (device < 0 || r.device == device);
+    return live::ends_at_teardown(context, device, r.context, r.device);
   };
   std::vector<uint64_t> dead_handles;
   for (LiveTable *t : {&live_, &vmm_})
@@ -398,20 +398,11 @@ StepSample Recorder::sample_sites(uint64_t step, uint64_t t) {
   StepSample s;
   s.step = step;
   s.time_ns = t;
-  std::unordered_map<uint64_t, size_t> index;
+  live::StepSites sites;
   for (LiveTable *tab : {&live_, &vmm_})
-    tab->for_each([&](const LiveRecord &r) {
-      uint64_t key = mix64((static_cast<uint64_t>(r.stack) << 32 | r.pystack) ^
-                           (static_cast<uint64_t>(r.api) << 48));
-      auto it = index.find(key);
-      if (it == index.end()) {
-        index.emplace(key, s.sites.size());
-        s.sites.push_back({r.stack, r.pystack, r.api, r.family, r.size, 1});
-      } else {
-        s.sites[it->second].bytes += r.size;
-        s.sites[it->second].allocations += 1;
-      }
-    });
+    tab->for_each(
+        [&](const LiveRecord &r) { sites.add(r.stack, r.pystack, r.api, r.family, r.size); });
+  s.sites = sites.take();
   return s;
 }
 

@@ -140,8 +140,7 @@ void append_new_python_stacks(std::vector<uint8_t> &out) {
 
 // Taken after the pass's cut: every label a sealed Mark event uses was
 // interned before it, so it is defined before the events that use it.
-void append_new_labels(std::vector<uint8_t> &out) {
-  tseal::LabelsRecord rec;
+void append_new_labels(std::vector<uint8_t> &out, tseal::LabelsRecord &rec) {
   labels::take_new(rec);
   if (!rec.labels.empty()) tseal::append_record(out, Chunk::Labels, rec);
 }
@@ -151,11 +150,11 @@ void append_events(std::vector<uint8_t> &out, const Sealed &c) {
   S().events_written += c.count;
 }
 
-void append_process_chunk(std::vector<uint8_t> &out, const ProcessInfo &process) {
+void append_process_chunk(std::vector<uint8_t> &out, const ProcessInfo &process,
+                          double clock_base) {
   tseal::ProcessRecord rec;
   rec.info = process;
-  // CLOCK_MONOTONIC -> unix time, for exports that need wall-clock stamps.
-  rec.clock_base = unix_now() - static_cast<double>(now_ns()) / 1e9;
+  rec.clock_base = clock_base;
   tseal::append_record(out, Chunk::Process, rec);
 }
 
@@ -175,9 +174,11 @@ void open(const std::string &path, const ProcessInfo &process, bool (*on_fs_refu
   g_file_ok.store(true);
   std::vector<uint8_t> out;
   tseal::append_file_header(out, limit ? tseal::kFlagSegmented : 0);
-  append_process_chunk(out, process);
+  // CLOCK_MONOTONIC -> unix time, for exports that need wall-clock stamps.
+  double clock_base = unix_now() - static_cast<double>(now_ns()) / 1e9;
+  append_process_chunk(out, process, clock_base);
   write_all(out);
-  if (limit) segments::begin(path, limit, out, write_all, disable_file);
+  if (limit) segments::begin(path, limit, out.size(), clock_base, write_all, disable_file);
 }
 
 void pass(StackTable &stacks) {
@@ -189,12 +190,13 @@ void pass(StackTable &stacks) {
   append_modules_if_changed(meta);
   append_new_stacks(meta, stacks);
   append_new_python_stacks(meta);
-  append_new_labels(meta);
+  tseal::LabelsRecord labels;
+  append_new_labels(meta, labels);
   if (segments::active()) {
     // Capped: what the events refer to stays in the main file, the events
     // go to the segments.
     for (const Sealed &c : chunks) S().events_written += c.count;
-    segments::write_pass(meta, chunks);
+    segments::write_pass(meta, labels, chunks);
     return;
   }
   std::vector<uint8_t> &out = pass_chunk;

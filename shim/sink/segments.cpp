@@ -12,19 +12,14 @@
 #include <memory>
 #include <new>
 #include <set>
-#include <tuple>
-#include <unordered_map>
-#include <unordered_set>
 
 #include "common/format/checkpoint.h"
 #include "common/format/event_codec.h"
 #include "common/format/segment_files.h"
 #include "common/format/tseal_format.h"
-#include "report/input/chunk_reader.h"
-#include "report/replay/checkpoint_observer.h"
-#include "report/replay/replay.h"
-#include "shim/core/fast_clock.h"
+#include "common/live/checkpoint_state.h"
 #include "common/util/log.h"
+#include "shim/core/fast_clock.h"
 
 namespace torchseal::history::segments {
 
@@ -32,40 +27,17 @@ namespace {
 
 using tseal::Chunk;
 
-// The replay of what was written, with what the index needs of the segment
-// being written: its time range and event count.
-class HeadObserver : public CheckpointObserver {
+// The events of a pass, in time order, re-encoded into slices, each written
+// as a pass of its own. A pass holds whatever the threads made since the
+// last one, which on a busy machine is many segments' worth; slices of it
+// let a segment end at any point, so segments keep their size, and each
+// slice is still totally ordered against the next (the reader's one rule).
+class Slice {
  public:
-  void on_event(const Event &e) override {
-    CheckpointObserver::on_event(e);
-    if (!seg_events_++) first_ns_ = e.time_ns;
-    last_ns_ = e.time_ns;
-    run_last_ns_ = e.time_ns;
-  }
-  void start_segment() {
-    seg_events_ = 0;
-    first_ns_ = last_ns_ = 0;
-  }
-  uint64_t seg_events_ = 0, first_ns_ = 0, last_ns_ = 0;
-  uint64_t run_last_ns_ = 0;  // the latest event written (the writer runs behind)
-};
-
-// Between the reader (which orders a pass's events by time) and the replay:
-// re-encodes the ordered events into slices, each written as a pass of its
-// own. A pass holds whatever the threads made since the last one, which on
-// a busy machine is many segments' worth; slices of it let a segment end at
-// any point, so segments keep their size, and each slice is still totally
-// ordered against the next (the reader's one rule).
-class Slicer : public HistorySink {
- public:
-  explicit Slicer(HistorySink &next) : next_(next) {}
-  void on_process(const ProcessInfo &p, double clock_base) override {
-    next_.on_process(p, clock_base);
-  }
-  void on_label(uint32_t id, std::string &&label) override { next_.on_label(id, std::move(label)); }
-  void on_event(const Event &e) override;
-  // Writes the slice so far as one pass.
-  void flush();
+  void add(const Event &e);
+  size_t bytes() const { return bytes_; }
+  // The slice as a Pass record and one Events chunk per thread; empties it.
+  void take(std::vector<uint8_t> &out);
 
  private:
   struct Thread {
@@ -74,7 +46,6 @@ class Slicer : public HistorySink {
     uint64_t base_time = 0, count = 0;
     std::vector<uint8_t> bytes;
   };
-  HistorySink &next_;
   std::vector<Thread> threads_;
   size_t bytes_ = 0;
   uint64_t last_ns_ = 0;
@@ -105,31 +76,18 @@ struct State {
   uint64_t base = 0;  // the current one
   // OOMs whose snapshot the main file has (time, thread).
   std::set<std::pair<uint64_t, uint32_t>> snapshots;
-  std::unique_ptr<HeadObserver> obs;
-  std::unique_ptr<Replay> replay;
-  std::unique_ptr<Slicer> slicer;
-  std::unique_ptr<ChunkReader> reader;
+  // What the checkpoints hold, from the events written so far.
+  std::unique_ptr<live::CheckpointState> ck;
+  Slice slice;
+  // The current segment's event count and time range, and the latest event
+  // written (the writer runs behind).
+  uint64_t seg_events = 0, first_ns = 0, last_ns = 0, run_last_ns = 0;
 };
 
 State &S() {
   alignas(State) static unsigned char storage[sizeof(State)];
   static State *s = new (storage) State();
   return *s;
-}
-
-// The main file's chunks (whole, as this writer made them) of which the
-// replay needs the process and the mark labels.
-void replay_chunks(const std::vector<uint8_t> &bytes, size_t from) {
-  State &s = S();
-  size_t at = from;
-  while (at + tseal::kChunkHeaderSize <= bytes.size()) {
-    const uint8_t *h = bytes.data() + at;
-    auto type = static_cast<Chunk>(h[0]);
-    uint32_t len = h[4] | h[5] << 8 | h[6] << 16 | static_cast<uint32_t>(h[7]) << 24;
-    const uint8_t *p = h + tseal::kChunkHeaderSize;
-    if (type == Chunk::Labels || type == Chunk::Process) s.reader->chunk(type, p, len);
-    at += tseal::kChunkHeaderSize + len;
-  }
 }
 
 bool write_seg(const uint8_t *p, size_t n) {
@@ -190,27 +148,27 @@ void drop_unused_bases();
 bool open_segment() {
   State &s = S();
   uint64_t seq = s.seq + 1;
-  uint64_t step = s.obs->last_step();
-  uint64_t time_ns = s.obs->run_last_ns_ ? s.obs->run_last_ns_ : now_ns();
+  uint64_t step = s.ck->tally().last_step();
+  uint64_t time_ns = s.run_last_ns ? s.run_last_ns : now_ns();
   auto encode = [&](uint32_t flags, const tseal::CheckpointRecord &c) {
     std::vector<uint8_t> out;
     tseal::append_file_header(out, flags);
     tseal::append_checkpoint(out, c);
     return out;
   };
-  std::vector<uint8_t> delta = encode(tseal::kFlagSegment, s.obs->delta(seq, time_ns, step));
+  std::vector<uint8_t> delta = encode(tseal::kFlagSegment, s.ck->delta(seq, time_ns, step));
   std::vector<uint8_t> base;
   // A new base when the change passes half the base, or half a segment (a
   // segment's checkpoint must leave room for its events: segments would
   // grow with it, and fewer of them fit the cap).
   uint64_t most = std::max<uint64_t>(std::min(base_bytes(), s.seg_target) / 2, 16u << 10);
   if (!s.base || delta.size() > most) {
-    base = encode(tseal::kFlagBase, s.obs->whole(seq, time_ns, step));
-    s.obs->rebase(seq);
-    delta = encode(tseal::kFlagSegment, s.obs->delta(seq, time_ns, step));
+    base = encode(tseal::kFlagBase, s.ck->whole(seq, time_ns, step));
+    s.ck->rebase(seq);
+    delta = encode(tseal::kFlagSegment, s.ck->delta(seq, time_ns, step));
   }
   std::vector<uint8_t> snaps;
-  for (const OomRecord &o : s.obs->summary().ooms)
+  for (const OomRecord &o : s.ck->tally().summary().ooms)
     if (!o.sites_at_oom.empty() && s.snapshots.insert({o.time_ns, o.tid}).second)
       tseal::append_record(snaps, Chunk::OomSnapshot,
                            tseal::OomSnapshotRecord{o.time_ns, o.tid, o.sites_at_oom});
@@ -234,7 +192,7 @@ bool open_segment() {
         "the history cap (%llu bytes) cannot hold one checkpoint of the live set (%zu "
         "allocations, %llu bytes) with the main file and a segment: the history's files pass "
         "the cap; the verdicts stay exact",
-        static_cast<unsigned long long>(s.limit), s.replay->live_events().size(),
+        static_cast<unsigned long long>(s.limit), s.ck->live().size(),
         static_cast<unsigned long long>(base.empty() ? base_bytes() : base.size()));
   }
 
@@ -259,7 +217,7 @@ bool open_segment() {
   s.cur_bytes = 0;
   s.cur_pins = s.seq == 1 ? tseal::kPinFirst : 0;
   s.step_at_start = step;
-  s.obs->start_segment();
+  s.seg_events = s.first_ns = s.last_ns = 0;
   return write_seg(delta.data(), delta.size());
 }
 
@@ -333,11 +291,11 @@ void close_segment() {
   s.fd = -1;
   tseal::SegmentRecord r;
   r.seq = s.seq;
-  r.first_ns = s.obs->first_ns_;
-  r.last_ns = s.obs->last_ns_;
+  r.first_ns = s.first_ns;
+  r.last_ns = s.last_ns;
   r.step_at_start = s.step_at_start;
-  r.step_at_end = s.obs->last_step();
-  r.events = s.obs->seg_events_;
+  r.step_at_end = s.ck->tally().last_step();
+  r.events = s.seg_events;
   r.bytes = s.cur_bytes;
   r.pins = s.cur_pins;
   s.largest = std::max(s.largest, s.cur_bytes);
@@ -356,7 +314,10 @@ void close_segment() {
 // segment and the one before it), then a new segment when this one is full.
 void after_slice() {
   State &s = S();
-  if (uint8_t notable = s.obs->take_notable()) {
+  uint8_t seen = s.ck->tally().take_notable();
+  uint8_t notable =
+      (seen & live::kSawOom ? tseal::kPinOom : 0) | (seen & live::kSawMark ? tseal::kPinMark : 0);
+  if (notable) {
     s.cur_pins |= notable;
     if (!s.kept.empty() && s.kept.back().seq + 1 == s.seq) s.kept.back().pins |= notable;
   }
@@ -365,8 +326,7 @@ void after_slice() {
   open_segment();
 }
 
-void Slicer::on_event(const Event &e) {
-  next_.on_event(e);
+void Slice::add(const Event &e) {
   Thread *t = nullptr;
   for (Thread &x : threads_)
     if (x.tid == e.tid) t = &x;
@@ -385,14 +345,9 @@ void Slicer::on_event(const Event &e) {
   ++t->count;
   bytes_ += n;
   last_ns_ = e.time_ns;
-  // Eight slices a segment: a segment ends within an eighth of its size.
-  if (bytes_ >= std::max<uint64_t>(S().seg_target / 8, 4096)) flush();
 }
 
-void Slicer::flush() {
-  State &s = S();
-  if (!bytes_ || !s.active) return;
-  std::vector<uint8_t> out;
+void Slice::take(std::vector<uint8_t> &out) {
   out.reserve(bytes_ + 64 * threads_.size() + 32);
   tseal::append_record(out, Chunk::Pass, tseal::PassRecord{last_ns_});
   for (Thread &t : threads_) {
@@ -402,12 +357,43 @@ void Slicer::flush() {
   }
   threads_.clear();
   bytes_ = 0;
+}
+
+// Writes the slice so far as one pass.
+void flush_slice() {
+  State &s = S();
+  if (!s.slice.bytes() || !s.active) return;
+  std::vector<uint8_t> out;
+  s.slice.take(out);
   if (write_seg(out.data(), out.size())) after_slice();
+}
+
+// A pass's sealed buffers, decoded once into events in time order: each
+// buffer is one thread's, in time order, and a stable sort keeps buffer
+// order among equal times (as a reader orders a pass).
+std::vector<Event> ordered_events(const std::vector<buffers::Sealed> &chunks) {
+  std::vector<Event> out;
+  size_t n = 0;
+  for (const buffers::Sealed &c : chunks) n += c.count;
+  out.reserve(n);
+  for (const buffers::Sealed &c : chunks) {
+    tseal::ByteReader r(c.bytes.data(), c.bytes.size());
+    tseal::CodecState st;
+    st.reset(c.base_time);
+    Event e;
+    while (tseal::decode_event(r, st, e)) {
+      e.tid = c.tid;
+      out.push_back(e);
+    }
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const Event &a, const Event &b) { return a.time_ns < b.time_ns; });
+  return out;
 }
 
 }  // namespace
 
-void begin(const std::string &path, uint64_t limit, const std::vector<uint8_t> &main_head,
+void begin(const std::string &path, uint64_t limit, uint64_t main_bytes, double clock_base,
            WriteFn write_main_fn, ErrorFn on_error) {
   State &s = S();
   s.path = path;
@@ -417,31 +403,34 @@ void begin(const std::string &path, uint64_t limit, const std::vector<uint8_t> &
   s.seg_target = std::clamp<uint64_t>(limit / 16, 64u << 10, 64u << 20);
   s.write_main = write_main_fn;
   s.on_error = on_error;
-  s.main_bytes = main_head.size();
-  s.obs = std::make_unique<HeadObserver>();
-  s.replay = std::make_unique<Replay>(*s.obs);
-  s.slicer = std::make_unique<Slicer>(*s.replay);
-  s.reader = std::make_unique<ChunkReader>(*s.slicer);
+  s.main_bytes = main_bytes;
+  s.ck = std::make_unique<live::CheckpointState>();
+  s.ck->set_clock_base(clock_base);
   s.active = true;
-  replay_chunks(main_head, tseal::kFileHeaderSize);
   open_segment();
 }
 
 bool active() { return S().active; }
 
-void write_pass(const std::vector<uint8_t> &meta, const std::vector<buffers::Sealed> &chunks) {
+void write_pass(const std::vector<uint8_t> &meta, const tseal::LabelsRecord &labels,
+                const std::vector<buffers::Sealed> &chunks) {
   State &s = S();
   if (!s.active) return;
-  if (!meta.empty()) {
-    write_main(meta);
-    replay_chunks(meta, 0);
-  }
+  if (!meta.empty()) write_main(meta);
+  for (const auto &[id, label] : labels.labels) s.ck->on_label(id, label);
   if (chunks.empty()) return;
-  // The reader orders the pass and hands it to the slicer, which writes it.
-  for (const buffers::Sealed &c : chunks)
-    s.reader->events(c.tid, c.base_time, c.count, c.bytes.data(), c.bytes.size());
-  s.reader->flush_pass();
-  if (s.active) s.slicer->flush();
+  for (const Event &e : ordered_events(chunks)) {
+    s.ck->apply(e);
+    if (!s.seg_events++) s.first_ns = e.time_ns;
+    s.last_ns = s.run_last_ns = e.time_ns;
+    s.slice.add(e);
+    // Eight slices a segment: a segment ends within an eighth of its size.
+    if (s.slice.bytes() >= std::max<uint64_t>(s.seg_target / 8, 4096)) {
+      flush_slice();
+      if (!s.active) return;
+    }
+  }
+  flush_slice();
 }
 
 void finish() {
@@ -454,11 +443,9 @@ void finish() {
 void reset_after_fork() {
   State &s = S();
   if (s.fd >= 0) ::close(s.fd);
-  // The parent's replay may have been mid-update at the fork: abandon it.
-  s.obs.release();
-  s.replay.release();
-  s.slicer.release();
-  s.reader.release();
+  // The parent's state may have been mid-update at the fork: abandon it
+  // (its memory is never freed: a half-updated table cannot be).
+  s.ck.release();
   new (&s) State();
 }
 

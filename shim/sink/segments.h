@@ -5,11 +5,12 @@
 // except around OOMs, dumps and marks and the first steps, while the most
 // recent stay.
 //
-// Dropping detail must not change a verdict, so this writer replays its own
-// output as it goes (report/replay, the reader's code) and starts every
-// segment with a checkpoint: the live allocations, VMM mappings and the
-// run's summary so far (step samples per site, OOMs, marks). A reader that
-// starts at any kept segment ends where a reader of the whole run ends.
+// Dropping detail must not change a verdict, so every segment starts with a
+// checkpoint: the live allocations, VMM mappings and the run's summary so
+// far (step samples per site, OOMs, marks). The writer keeps that state from
+// the events as it writes them, with the rules every reader's replay keeps
+// (common/live): it never reads back what it wrote. A reader that starts at
+// any kept segment ends where a reader of the whole run ends.
 //
 // Service thread only, like the pass writer that calls it.
 #pragma once
@@ -18,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "common/format/records.h"
 #include "shim/core/thread_buffers.h"
 
 namespace torchseal::history::segments {
@@ -25,18 +27,21 @@ namespace torchseal::history::segments {
 using WriteFn = void (*)(const std::vector<uint8_t> &);
 using ErrorFn = void (*)(int err);
 
-// Starts segment 1. `main_head` is what the main file begins with (header,
-// Process chunk), for the replay; `write_main` appends to the main file;
-// `on_error` gets the errno of a failed segment write (the history is then
-// off for good).
-void begin(const std::string &path, uint64_t limit, const std::vector<uint8_t> &main_head,
+// Starts segment 1. The main file begins with `main_bytes` (header, Process
+// chunk, whose `clock_base` dates the marks); `write_main` appends to the
+// main file; `on_error` gets the errno of a failed segment write (the
+// history is then off for good).
+void begin(const std::string &path, uint64_t limit, uint64_t main_bytes, double clock_base,
            WriteFn write_main, ErrorFn on_error);
 bool active();
 
-// One pass: `meta` (modules, stacks, labels) to the main file; the sealed
-// thread buffers are ordered, replayed and written to the current segment in
-// slices, and a new segment begins whenever one reaches the segment size.
-void write_pass(const std::vector<uint8_t> &meta, const std::vector<buffers::Sealed> &chunks);
+// One pass: `meta` (modules, stacks, and the mark labels new in it,
+// `labels`) to the main file; the sealed thread buffers' events are ordered
+// by time, applied to the checkpoint state and written to the current
+// segment in slices, and a new segment begins whenever one reaches the
+// segment size.
+void write_pass(const std::vector<uint8_t> &meta, const tseal::LabelsRecord &labels,
+                const std::vector<buffers::Sealed> &chunks);
 
 // Closes the current segment (its index entry goes to the main file).
 void finish();

@@ -28,8 +28,9 @@ report_srcs="common/model/event.cpp common/model/vmm_maps.cpp common/model/run_s
   common/format/event_codec.cpp common/format/tseal_format.cpp common/format/records.cpp
   common/format/checkpoint.cpp common/format/segment_files.cpp common/symbols/module_map.cpp common/symbols/symbolizer.cpp
   common/symbols/elf_symtab.cpp common/symbols/runtime_libs.cpp common/util/read_file.cpp
+  common/live/live_set.cpp common/live/run_tally.cpp common/live/checkpoint_state.cpp
   report/input/chunk_reader.cpp report/input/history_reader.cpp report/input/segmented_reader.cpp report/replay/replay.cpp
-  report/replay/summary_observer.cpp report/replay/analysis_replay.cpp
+  report/replay/analysis_replay.cpp
   report/render/report_json.cpp report/analysis/analysis.cpp report/analysis/site.cpp
   report/analysis/growth.cpp report/analysis/hints.cpp report/analysis/holder_hints.cpp
   report/analysis/python_source.cpp report/analysis/shown_frames.cpp

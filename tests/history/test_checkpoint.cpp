@@ -13,10 +13,10 @@
 
 #include "common/format/checkpoint.h"
 #include "common/format/segment_files.h"
+#include "common/live/checkpoint_state.h"
 #include "report/input/chunk_reader.h"
 #include "common/format/records.h"
 #include "report/replay/analysis_replay.h"
-#include "report/replay/checkpoint_observer.h"
 #include "report/replay/replay.h"
 #include "report/replay/summary_observer.h"
 
@@ -233,32 +233,32 @@ TEST_CASE("a checkpoint stored as the change since its base ends where every eve
   REQUIRE(full_obs.ooms_pushed() > kMaxOoms);
 
   size_t at_base = run.size() * 6 / 10, at_delta = run.size() * 95 / 100;
-  CheckpointObserver head_obs;
-  Replay head(head_obs);
-  head.on_label(1, "mark");
-  for (size_t i = 0; i < at_base; ++i) head.on_event(run[i]);
+  // The capped writer's state, fed the events as it writes them.
+  live::CheckpointState head_obs;
+  head_obs.on_label(1, "mark");
+  for (size_t i = 0; i < at_base; ++i) head_obs.apply(run[i]);
   std::unordered_multimap<uint64_t, OomSnapshotRecord> snapshots;
-  CheckpointRecord base = head_obs.whole(3, run[at_base - 1].time_ns, head_obs.last_step());
+  CheckpointRecord base = head_obs.whole(3, run[at_base - 1].time_ns, head_obs.tally().last_step());
   add_snapshots(snapshots, base.summary);
-  uint64_t halvings = head_obs.halvings(false);
+  uint64_t halvings = head_obs.tally().halvings(false);
   head_obs.rebase(3);
   CHECK(head_obs.delta(3, 0, 0).live.empty());  // nothing changed yet
   // A change without a halving keeps every sample of the base, whole.
   size_t soon = at_base + 2000;
-  for (size_t i = at_base; i < soon; ++i) head.on_event(run[i]);
-  REQUIRE(head_obs.halvings(false) == halvings);
+  for (size_t i = at_base; i < soon; ++i) head_obs.apply(run[i]);
+  REQUIRE(head_obs.tally().halvings(false) == halvings);
   {
     CheckpointRecord early = through_chunks(base);
     REQUIRE(apply_to_base(early, through_chunks(head_obs.delta(4, 0, 0))));
-    same(early.summary.steps, head_obs.summary().steps);
+    same(early.summary.steps, head_obs.tally().summary().steps);
   }
-  for (size_t i = soon; i < at_delta; ++i) head.on_event(run[i]);
-  REQUIRE(head_obs.halvings(false) > halvings);
-  CheckpointRecord d = head_obs.delta(5, run[at_delta - 1].time_ns, head_obs.last_step());
-  add_snapshots(snapshots, head_obs.summary());
+  for (size_t i = soon; i < at_delta; ++i) head_obs.apply(run[i]);
+  REQUIRE(head_obs.tally().halvings(false) > halvings);
+  CheckpointRecord d = head_obs.delta(5, run[at_delta - 1].time_ns, head_obs.tally().last_step());
+  add_snapshots(snapshots, head_obs.tally().summary());
   CHECK(d.base == 3);
   CHECK(!d.freed.empty());
-  CHECK(d.live.size() < head.live_events().size());  // the change, not the live set
+  CHECK(d.live.size() < head_obs.live().size());  // the change, not the live set
 
   CheckpointRecord whole = through_chunks(base);
   CheckpointRecord change = through_chunks(d);
@@ -267,7 +267,7 @@ TEST_CASE("a checkpoint stored as the change since its base ends where every eve
   REQUIRE(apply_to_base(whole, std::move(change)));
   CHECK(whole.seq == 5);
   CHECK(whole.base == 0);
-  CHECK(whole.live.size() == head.live_events().size());
+  CHECK(whole.live.size() == head_obs.live().size());
   attach_oom_snapshots(whole.summary, snapshots);
 
   SummaryObserver tail_obs;

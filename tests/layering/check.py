@@ -14,7 +14,8 @@ import os
 import re
 import sys
 
-COMMON = ["common/util", "common/settings", "common/model", "common/format", "common/symbols"]
+COMMON = ["common/util", "common/settings", "common/model", "common/format", "common/symbols",
+          "common/live"]
 REPORT = ["report/model", "report/input", "report/replay", "report/analysis", "report/render",
           "report/compare", "report/cli"]
 
@@ -26,6 +27,7 @@ MAY_USE = {
     "common/model": ["common/util"],
     "common/format": ["common/util", "common/model"],
     "common/symbols": ["common/util", "common/model"],
+    "common/live": ["common/util", "common/model", "common/format"],
 }
 # The report library: each stage uses the common contracts and the stages
 # before it (model -> input -> replay -> analysis -> render -> compare -> cli).

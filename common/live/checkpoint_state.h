@@ -1,24 +1,35 @@
 // What a capped history's checkpoints are made of (shim/sink/segments.cpp
-// writes them): the replay's summary (SummaryObserver) and what changed since
-// the last base checkpoint, so a segment's checkpoint is that change, not the
+// writes them): the live state (LiveSet) and the run's summary (RunTally),
+// kept from the events as the writer sees them, and what changed since the
+// last base checkpoint, so a segment's checkpoint is that change, not the
 // whole live set again (docs/tseal-format.md, "Segmented histories").
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
 #include "common/format/checkpoint.h"
-#include "report/replay/summary_observer.h"
+#include "common/live/live_set.h"
+#include "common/live/run_tally.h"
 
-namespace torchseal {
+namespace torchseal::live {
 
-class CheckpointObserver : public SummaryObserver {
+class CheckpointState : private LiveSet::Listener {
  public:
-  uint64_t on_alloc(const Event &e) override;
-  void on_release(const Event &, const ReplayRecord &r) override { released(r.alloc); }
-  void on_teardown(const Event &e, const std::vector<const ReplayRecord *> &dying) override;
+  void set_clock_base(double clock_base) { tally_.set_clock_base(clock_base); }
+  void on_label(uint32_t id, const std::string &label) { tally_.on_label(id, label); }
+  // One event, in the history's order.
+  void apply(const Event &e) {
+    tally_.on_event(e, live_);
+    live_.apply(e, this);
+  }
+
+  const LiveSet &live() const { return live_; }
+  const RunTally &tally() const { return tally_; }
+  RunTally &tally() { return tally_; }
 
   // The whole state now, as base checkpoint `seq` (its OOM snapshots
   // included: the writer puts them in the main file).
@@ -29,8 +40,13 @@ class CheckpointObserver : public SummaryObserver {
   tseal::CheckpointRecord delta(uint64_t seq, uint64_t time_ns, uint64_t step) const;
 
  private:
+  uint64_t on_alloc(const Event &e) override;
+  void on_release(const Event &, const LiveEntry &r) override { released(r.alloc); }
+  void on_teardown(const Event &e, const std::vector<const LiveEntry *> &dying) override;
   void released(const Event &a);
 
+  LiveSet live_;
+  RunTally tally_;
   // The summary's sizes at the base.
   struct Base {
     uint64_t seq = 0;
@@ -45,4 +61,4 @@ class CheckpointObserver : public SummaryObserver {
   std::unordered_set<uint64_t> freed_[2];
 };
 
-}  // namespace torchseal
+}  // namespace torchseal::live
