@@ -182,7 +182,6 @@ class _Search:
         self.s_nbytes = sb["nbytes"]
         nn = sys.modules.get("torch.nn.modules.module")
         self.nn_module = _module_dict(nn).get("Module") if nn is not None else None
-        self.t_get_device = tb["get_device"]
         param = sys.modules.get("torch.nn.parameter")
         self.parameter = _module_dict(param).get("Parameter") if param is not None else None
         optim = sys.modules.get("torch.optim.optimizer")
@@ -200,7 +199,6 @@ class _Search:
         # Roles (docs/roles.md): decided after the walk, from what reached
         # each tensor, whichever reached it first.
         self.cuda = []      # (tensor index, storage data_ptr) of every CUDA tensor
-        self.devices = set()
         self.direct = set()  # ids some referrer other than an autograd node reaches
         self.from_node = False  # the object being expanded is an autograd node
         self.marks = {}     # id -> (role, module id): a module's parameters and buffers
@@ -451,10 +449,6 @@ class _Search:
                     self.storages[ptr] = (nbytes, i)
                 if ptr:
                     self.cuda.append((i, ptr))
-                    try:
-                        self.devices.add(self.t_get_device(o))
-                    except Exception:  # noqa: BLE001
-                        pass
             g = self.t_grad(o) if self.t_is_leaf(o) else None
             if g is not None:
                 add(g, i, ".grad")

@@ -5,6 +5,7 @@
 #include <map>
 #include <tuple>
 #include <unordered_map>
+#include <vector>
 
 #include "report/analysis/analysis.h"
 #include "report/analysis/holders.h"
@@ -104,7 +105,10 @@ RoleSplit split_roles(const RoleSnapshot &snap, const AnalysisInput &in, SiteIds
     std::string name = f.module.empty() ? "(no module)" : f.module;
     auto it = std::find_if(e.modules.begin(), e.modules.end(),
                            [&](const RoleShare &m) { return m.name == name; });
-    if (it == e.modules.end()) it = e.modules.insert(e.modules.end(), {name, 0, 0});
+    if (it == e.modules.end()) {
+      e.modules.push_back(RoleShare{name, 0, 0});
+      it = e.modules.end() - 1;
+    }
     it->bytes += f.bytes;
     it->tensors += f.tensors;
   }
