@@ -362,8 +362,12 @@ void scan(ScanAt where) {
             oom_scan = !at_exit && ooms > S().ooms_scanned;
           }
           static constexpr const char *kAt[] = {"step", "dump", "exit"};
+          double r0 = now_s();
           snap = role_snapshot(now, oom_scan ? "oom" : kAt[static_cast<int>(where)], step,
                                now_ns());
+          // Memory by role's own cost, beside the scan's (docs/roles.md, "Cost").
+          log::debug("role snapshot: %zu live allocation(s), %zu site(s), %.3f ms", now.live.size(),
+                     snap.sites.size(), (now_s() - r0) * 1e3);
         }
         result = std::move(now.holders);
       }
