@@ -287,6 +287,46 @@ TEST_CASE("Verdict record round trips the scan, site holders and OOM verdicts") 
   CHECK(p.scan.partial);
 }
 
+TEST_CASE("Verdict record round trips memory by role, and reads without it") {
+  VerdictRecord v = sample_verdict();
+  RoleSnapshot snap;
+  snap.taken = true;
+  snap.at = "step";
+  snap.step = 4;
+  snap.time_ns = 99;
+  snap.live_bytes = 1 << 20;
+  snap.allocator_stats = true;
+  snap.torch_allocated = 1000;
+  snap.torch_reserved = 2000;
+  snap.sites.push_back({65, 3, ApiId::cudaMalloc, Family::Device, 1 << 20, 2, 4096});
+  snap.found.push_back({MemoryRole::Gradients, "GPT", 4096, 1});
+  snap.user_holders = {{{"global 'x'"}, 1, 1}};
+  v.roles_now = snap;
+  v.role_steps = {snap, snap};
+  v.ooms[1].roles = snap;
+  VerdictRecord q = round_trip(v);
+  CHECK(q.roles_now.taken);
+  CHECK_FALSE(q.roles_peak.taken);
+  CHECK(q.role_steps.size() == 2);
+  CHECK_FALSE(q.ooms[0].roles.taken);
+  REQUIRE(q.ooms[1].roles.taken);
+  const RoleSnapshot &r = q.ooms[1].roles;
+  CHECK(r.at == "step");
+  CHECK(r.step == 4);
+  CHECK(r.live_bytes == 1u << 20);
+  CHECK(r.torch_allocated == 1000);
+  REQUIRE(r.sites.size() == 1);
+  CHECK(r.sites[0].found_bytes == 4096);
+  REQUIRE(r.found.size() == 1);
+  CHECK(r.found[0].role == MemoryRole::Gradients);
+  CHECK(r.found[0].module == "GPT");
+  CHECK(r.user_holders.size() == 1);
+  // A file written before memory by role: its Verdict ends after the OOMs.
+  VerdictRecord old = round_trip(sample_verdict());
+  CHECK_FALSE(old.roles_now.taken);
+  CHECK(old.ooms.size() == 2);
+}
+
 TEST_CASE("a damaged Verdict payload fails to decode instead of allocating or misindexing") {
   // The counts, each past its bound, in payload order after the flags byte.
   auto with = [](std::initializer_list<uint64_t> varints, uint8_t flags = 3) {
