@@ -68,6 +68,7 @@ uint64_t sum(const RoleSplit &s) {
 
 TEST_CASE("a snapshot splits the live set by role and adds up", "[roles]") {
   Fixture f;
+  f.in.trigger = "api";
   f.in.holders.done = true;
   f.in.holders.modules = {"GPT"};
   f.live(0x100000, 4 << 20, 1);  // a segment: parameters, a gradient, free cache
