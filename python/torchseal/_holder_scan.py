@@ -34,7 +34,8 @@
 #                              nodes (and CUDA bytes) reached first through it,
 #                              the tensor's own storage, its chain
 #   E <type> <message> <where> the scan failed: the exception and its place
-#   M <key> <value>            counters (visited, skipped, ms, partial)
+#   M <key> <value>            counters (visited, skipped, ms, partial, roles_ms:
+#                              the time telling roles took)
 
 import collections
 import gc
@@ -629,10 +630,9 @@ def _shorten(steps):
     return steps
 
 
-def _group(search):
+def _group(search, roles):
     groups = {}   # shape -> [group id, steps, {position: (lo, hi, before, after)}]
     out = []
-    roles = _roles(search)
     for ptr, (nbytes, i) in search.storages.items():
         steps, marks = _marked(search.chain(i))
         shape = tuple(s if m is None else m[1] + "#" + m[2] for s, m in zip(steps, marks))
@@ -755,6 +755,7 @@ def scan(budget_seconds, libraries=True):
     if torch is None or type(torch) is not types.ModuleType or "Tensor" not in _module_dict(torch):
         return ("M%storch%s0" % (_SEP, _SEP)).encode()
     search = None
+    roles_ms = 0.0
     stage = "starting"
     # One uninterrupted pass: no other Python thread mutates the containers
     # being walked, and no object dies mid-walk.
@@ -783,7 +784,12 @@ def scan(budget_seconds, libraries=True):
                     search.add(obj, -1, ("sys.modules[%r] (%s)", key, type(obj)))
                 search.run()
             stage = "naming the holders"
-            lines = _group(search) + _graphs(search)
+            stage = "telling the roles"
+            t_roles = time.monotonic()
+            roles = _roles(search)
+            roles_ms = (time.monotonic() - t_roles) * 1e3
+            stage = "naming the holders"
+            lines = _group(search, roles) + _graphs(search)
             stage = "reading the caching allocator's statistics"
             lines += _allocator(search)
     except KeyboardInterrupt:
@@ -816,6 +822,7 @@ def scan(budget_seconds, libraries=True):
         lines.append("M%svisited%s%d" % (_SEP, _SEP, len(search.objs)))
         lines.append("M%sskipped%s%d" % (_SEP, _SEP, search.skipped))
         lines.append("M%spartial%s%d" % (_SEP, _SEP, 1 if search.partial else 0))
+        lines.append("M%sroles_ms%s%.3f" % (_SEP, _SEP, roles_ms))
     lines.append("M%sms%s%.3f" % (_SEP, _SEP, (time.monotonic() - t0) * 1e3))
     del search
     return "\n".join(lines).encode("utf-8", "replace")

@@ -230,8 +230,8 @@ void report_failure(const std::string &why) {
 
 // The scan's output (_holder_scan.py's header) into a HolderScan; `failure`
 // gets an E record's one line (empty when the scan succeeded).
-void parse(const char *data, size_t size, HolderScan &out, double &ms, uint64_t &skipped,
-           std::string &failure) {
+void parse(const char *data, size_t size, HolderScan &out, double &ms, double &roles_ms,
+           uint64_t &skipped, std::string &failure) {
   std::vector<uint32_t> chain_index;  // group id -> index in out.chains
   for (const std::string &line : split(data, data + size, '\n')) {
     std::vector<std::string> f = split(line.data(), line.data() + line.size(), '\x1f');
@@ -273,6 +273,7 @@ void parse(const char *data, size_t size, HolderScan &out, double &ms, uint64_t 
     } else if (f.size() == 3 && f[0] == "M") {
       if (f[1] == "partial") out.partial = f[2] == "1";
       if (f[1] == "ms") ms = std::strtod(f[2].c_str(), nullptr);
+      if (f[1] == "roles_ms") roles_ms = std::strtod(f[2].c_str(), nullptr);
       if (f[1] == "skipped") skipped = std::strtoull(f[2].c_str(), nullptr, 10);
     }
   }
@@ -319,11 +320,11 @@ void scan(ScanAt where) {
     char *data = nullptr;
     ssize_t size = 0;
     HolderScan result;
-    double ms = 0;
+    double ms = 0, roles_ms = 0;
     uint64_t skipped = 0;
     std::string failure;
     bool ok = r && g_api.bytes_as_string_and_size(r, &data, &size) == 0;
-    if (ok) parse(data, static_cast<size_t>(size), result, ms, skipped, failure);
+    if (ok) parse(data, static_cast<size_t>(size), result, ms, roles_ms, skipped, failure);
     if (!ok) failure = "the scan raised " + take_exception();
     if (r) g_api.dec_ref(r);
     g_api.err_clear();
@@ -336,9 +337,11 @@ void scan(ScanAt where) {
       // A step scan cut short only thins growth holders; the next one may finish.
       if (result.partial && budget > kStepBudget)
         log::warn("the holder scan stopped at its %.1f s budget; holders may be missing", budget);
-      log::debug("holder scan: %zu storage(s), %zu chain(s), %.1f ms, %llu object(s) skipped",
-                 result.storages.size(), result.chains.size(), (t1 - t0) * 1e3,
-                 static_cast<unsigned long long>(skipped));
+      log::debug(
+          "holder scan: %zu storage(s), %zu chain(s), %.1f ms (roles %.3f ms), %llu object(s) "
+          "skipped",
+          result.storages.size(), result.chains.size(), (t1 - t0) * 1e3, roles_ms,
+          static_cast<unsigned long long>(skipped));
       // Placed now, against what is live now: by exit a grower's blocks may
       // be freed (tensors mode) or its holders gone.
       std::vector<SiteHolders> sites;
