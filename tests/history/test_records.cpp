@@ -241,8 +241,8 @@ VerdictRecord sample_verdict() {
   s.family = Family::Device;
   s.holders = {{{"main() local 'kept' (list) at a.py:3", "[0..7]"}, 4096, 8}};
   v.site_holders = {s};
-  v.ooms.push_back({123456789012, 4242, true, {}});
-  v.ooms.push_back({123456789999, 7, false, {{{"global 'x'"}, 1, 1}}});
+  v.ooms.push_back({123456789012, 4242, true, {}, {}});
+  v.ooms.push_back({123456789999, 7, false, {{{"global 'x'"}, 1, 1}}, {}});
   return v;
 }
 
