@@ -133,8 +133,10 @@ RoleSplit split_roles(const RoleSnapshot &snap, const AnalysisInput &in, SiteIds
     if (!lib.library.empty() && lib.direct) {
       entry(out, MemoryRole::CudaLibraries).bytes += rest;
       entry(out, MemoryRole::CudaLibraries).count += s.allocations;
-    } else if (counts_as_cached(in, a)) {
-      // A framework workspace carved from a segment is the cache's to count.
+    } else if (counts_as_cached(in, a) && kind->second.second) {
+      // The caching allocator's segment (its stack is the framework's: a
+      // program's own cudaMalloc beside it is not). A framework workspace
+      // carved from a segment is the cache's to count.
       cached_unfound += rest;
       if (s.family != Family::HostPinned) cached_found += s.found_bytes;
     } else if (!lib.library.empty()) {

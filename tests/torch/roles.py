@@ -156,7 +156,7 @@ def scenario(mode):
     with tempfile.TemporaryDirectory(prefix="tseal-roles-") as tmp:
         ledger_path = os.path.join(tmp, "ledger.json")
         p, out = run_cli(py, PROGRAM, tmp, "roles", mode,
-                         extra={"SIMCUDA_MEMORY_BYTES": "160MiB", "ROLES_LEDGER": ledger_path})
+                         extra={"SIMCUDA_MEMORY_BYTES": "384MiB", "ROLES_LEDGER": ledger_path})
         if not CHECK.true("the program ran to its end", "filled" in p.stdout, p.stdout[-3000:]):
             done()
         ledger = json.load(open(ledger_path))
