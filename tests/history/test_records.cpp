@@ -226,6 +226,18 @@ TEST_CASE("corrupt counts fail to decode instead of allocating or overreading") 
 
 namespace {
 
+// A Verdict ends with memory by role (trailing fields): the prefix that
+// stops where older writers stopped is a whole record, and must read.
+VerdictRecord verdict_round_trip(const VerdictRecord &v) {
+  VerdictRecord bare = v;
+  bare.roles_now = bare.roles_peak = RoleSnapshot{};
+  bare.role_steps.clear();
+  for (auto &o : bare.ooms) o.roles = RoleSnapshot{};
+  auto b = bytes_of(v);
+  check_truncations<VerdictRecord>(b, bytes_of(bare).size() - 1);  // less its `varint 0`
+  return decode_all<VerdictRecord>(b);
+}
+
 VerdictRecord sample_verdict() {
   VerdictRecord v;
   v.scan.done = true;
@@ -250,7 +262,7 @@ VerdictRecord sample_verdict() {
 
 TEST_CASE("Verdict record round trips the scan, site holders and OOM verdicts") {
   VerdictRecord v = sample_verdict();
-  VerdictRecord q = round_trip(v);
+  VerdictRecord q = verdict_round_trip(v);
   CHECK(q.scan.done);
   CHECK(q.scan.at_exit);
   CHECK_FALSE(q.scan.partial);
@@ -281,7 +293,7 @@ TEST_CASE("Verdict record round trips the scan, site holders and OOM verdicts") 
   VerdictRecord step;
   step.scan.done = true;
   step.scan.partial = true;
-  VerdictRecord p = round_trip(step);
+  VerdictRecord p = verdict_round_trip(step);
   CHECK(p.scan.done);
   CHECK_FALSE(p.scan.at_exit);
   CHECK(p.scan.partial);
@@ -304,7 +316,7 @@ TEST_CASE("Verdict record round trips memory by role, and reads without it") {
   v.roles_now = snap;
   v.role_steps = {snap, snap};
   v.ooms[1].roles = snap;
-  VerdictRecord q = round_trip(v);
+  VerdictRecord q = verdict_round_trip(v);
   CHECK(q.roles_now.taken);
   CHECK_FALSE(q.roles_peak.taken);
   CHECK(q.role_steps.size() == 2);
@@ -322,7 +334,7 @@ TEST_CASE("Verdict record round trips memory by role, and reads without it") {
   CHECK(r.found[0].module == "GPT");
   CHECK(r.user_holders.size() == 1);
   // A file written before memory by role: its Verdict ends after the OOMs.
-  VerdictRecord old = round_trip(sample_verdict());
+  VerdictRecord old = verdict_round_trip(sample_verdict());
   CHECK_FALSE(old.roles_now.taken);
   CHECK(old.ooms.size() == 2);
 }
