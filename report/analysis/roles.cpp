@@ -189,7 +189,7 @@ std::pair<const char *, double> role_unit(uint64_t live_bytes) {
 std::string role_line(const RoleSplit &split, double unit) {
   std::vector<const RoleEntry *> shown;
   for (const RoleEntry &e : split.roles)
-    if (e.bytes) shown.push_back(&e);
+    if (static_cast<double>(e.bytes) / unit >= 0.05) shown.push_back(&e);  // not "0.0"
   std::stable_sort(shown.begin(), shown.end(),
                    [](const RoleEntry *a, const RoleEntry *b) { return a->bytes > b->bytes; });
   std::string out;

@@ -47,7 +47,7 @@ std::pair<const char *, double> role_unit(uint64_t live_bytes);
 
 // The split in one line: "parameters 12.4, gradients 12.4, ..., held by
 // `cache` in train.py:88 1.9, free cache 0.6", in `unit` bytes, largest
-// roles first, empty roles left out.
+// roles first, roles under 0.05 units left out.
 std::string role_line(const RoleSplit &split, double unit);
 
 }  // namespace torchseal
