@@ -31,7 +31,7 @@ report_srcs="model/event.cpp model/vmm_maps.cpp model/run_summary.cpp format/eve
   input/elf_symtab.cpp analysis/growth.cpp analysis/hints.cpp analysis/holder_hints.cpp
   analysis/python_source.cpp analysis/shown_frames.cpp
   analysis/suppressions.cpp analysis/holders.cpp input/read_file.cpp render/site_json.cpp
-  analysis/library_held.cpp analysis/graph_growth.cpp
+  analysis/library_held.cpp analysis/graph_growth.cpp analysis/roles.cpp render/roles_json.cpp
   input/runtime_libs.cpp"
 # An object is rebuilt when its source or any of our headers is newer (a
 # header change alone must not leave objects of two layouts linked together).
