@@ -282,6 +282,84 @@ bool decode_holders(ByteReader &r, std::vector<Holder> &holders) {
 
 }  // namespace
 
+namespace {
+
+// Memory by role (docs/roles.md): a snapshot's tag in the Verdict chunk.
+constexpr uint64_t kRolesNow = 0, kRolesPeak = 1, kRolesStep = 2, kRolesOom = 3;  // + OOM index
+constexpr uint64_t kMaxRoleSnapshots = 4096;
+
+void encode_roles(ByteWriter &w, const RoleSnapshot &s) {
+  w.str(s.at);
+  w.varint(s.step);
+  w.varint(s.time_ns);
+  w.varint(s.live_bytes);
+  w.u8(s.allocator_stats ? 1 : 0);
+  w.varint(s.torch_allocated);
+  w.varint(s.torch_reserved);
+  w.varint(s.sites.size());
+  for (const RoleSite &site : s.sites) {
+    w.varint(site.stack);
+    w.varint(site.pystack);
+    w.varint(static_cast<uint16_t>(site.api));
+    w.u8(static_cast<uint8_t>(site.family));
+    w.varint(site.bytes);
+    w.varint(site.allocations);
+    w.varint(site.found_bytes);
+  }
+  w.varint(s.found.size());
+  for (const RoleFound &f : s.found) {
+    w.u8(static_cast<uint8_t>(f.role));
+    w.str(f.module);
+    w.varint(f.bytes);
+    w.varint(f.tensors);
+  }
+  encode_holders(w, s.user_holders);
+}
+
+bool decode_roles(ByteReader &r, RoleSnapshot &s) {
+  s.taken = true;
+  s.at = r.str(64);
+  s.step = r.varint();
+  s.time_ns = r.varint();
+  s.live_bytes = r.varint();
+  s.allocator_stats = r.u8() != 0;
+  s.torch_allocated = r.varint();
+  s.torch_reserved = r.varint();
+  uint64_t nsites = r.varint();
+  if (nsites > kMaxVerdictSites) return false;
+  for (uint64_t i = 0; i < nsites && r.ok(); ++i) {
+    RoleSite site;
+    uint64_t stack = r.varint(), pystack = r.varint(), api = r.varint();
+    uint8_t family = r.u8();
+    if (stack > UINT32_MAX || pystack > UINT32_MAX || api > UINT16_MAX ||
+        family > static_cast<uint8_t>(kLastFamily))
+      return false;
+    site.stack = static_cast<StackId>(stack);
+    site.pystack = static_cast<PyStackId>(pystack);
+    site.api = static_cast<ApiId>(api);
+    site.family = static_cast<Family>(family);
+    site.bytes = r.varint();
+    site.allocations = r.varint();
+    site.found_bytes = r.varint();
+    s.sites.push_back(site);
+  }
+  uint64_t nfound = r.varint();
+  if (nfound > kMaxScanItems) return false;
+  for (uint64_t i = 0; i < nfound && r.ok(); ++i) {
+    RoleFound f;
+    uint8_t role = r.u8();
+    if (role >= kScanRoles) return false;
+    f.role = static_cast<MemoryRole>(role);
+    f.module = r.str(4096);
+    f.bytes = r.varint();
+    f.tensors = r.varint();
+    s.found.push_back(std::move(f));
+  }
+  return decode_holders(r, s.user_holders) && r.ok();
+}
+
+}  // namespace
+
 void VerdictRecord::encode(ByteWriter &w) const {
   w.u8((scan.done ? kScanDone : 0) | (scan.at_exit ? kScanAtExit : 0) |
        (scan.partial ? kScanPartial : 0));
@@ -307,6 +385,18 @@ void VerdictRecord::encode(ByteWriter &w) const {
     w.u32(o.tid);
     w.u8(o.recovered ? 1 : 0);
     encode_holders(w, o.holders);
+  }
+  // Memory by role: tagged snapshots, so each part is optional.
+  std::vector<std::pair<uint64_t, const RoleSnapshot *>> snaps;  // (tag, snapshot)
+  if (roles_now.taken) snaps.emplace_back(kRolesNow, &roles_now);
+  if (roles_peak.taken) snaps.emplace_back(kRolesPeak, &roles_peak);
+  for (const RoleSnapshot &st : role_steps) snaps.emplace_back(kRolesStep, &st);
+  for (size_t k = 0; k < ooms.size(); ++k)
+    if (ooms[k].roles.taken) snaps.emplace_back(kRolesOom + k, &ooms[k].roles);
+  w.varint(snaps.size());
+  for (const auto &[tag, snap] : snaps) {
+    w.varint(tag);
+    encode_roles(w, *snap);
   }
 }
 
@@ -357,6 +447,25 @@ bool VerdictRecord::decode(ByteReader &r) {
     o.recovered = r.u8() != 0;
     if (!decode_holders(r, o.holders)) return false;
     ooms.push_back(std::move(o));
+  }
+  if (!r.ok() || r.done()) return r.ok();  // written before memory by role
+  uint64_t nsnaps = r.varint();
+  if (nsnaps > kMaxRoleSnapshots + ooms.size() + 2) return false;
+  for (uint64_t i = 0; i < nsnaps && r.ok(); ++i) {
+    uint64_t tag = r.varint();
+    RoleSnapshot snap;
+    if (!decode_roles(r, snap)) return false;
+    if (tag == kRolesNow) {
+      roles_now = std::move(snap);
+    } else if (tag == kRolesPeak) {
+      roles_peak = std::move(snap);
+    } else if (tag == kRolesStep) {
+      role_steps.push_back(std::move(snap));
+    } else if (tag >= kRolesOom && tag - kRolesOom < ooms.size()) {
+      ooms[tag - kRolesOom].roles = std::move(snap);
+    } else {
+      return false;
+    }
   }
   return r.ok();
 }

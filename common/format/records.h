@@ -143,10 +143,16 @@ struct VerdictRecord {
     uint32_t tid = 0;      // ... and its thread
     bool recovered = false;
     std::vector<Holder> holders;
+    RoleSnapshot roles;  // memory by role at the first scan after it
   };
   HolderScan scan;
   std::vector<SiteHolders> site_holders;
   std::vector<Oom> ooms;
+  // Trailing fields (docs/tseal-format.md, "Verdict"): memory by role at the
+  // exit report's scan, at the highest live total, and at the step scans.
+  // Absent from older files, which read without them.
+  RoleSnapshot roles_now, roles_peak;
+  std::vector<RoleSnapshot> role_steps;
 
   void encode(ByteWriter &w) const;
   bool decode(ByteReader &r);

@@ -74,11 +74,31 @@ struct VmmMap {
   PyStackId pystack = 0;
 };
 
+// Memory by role (docs/roles.md). The first six are what the holder scan
+// tells of a storage; the rest are what the live set tells of the memory no
+// Python object reaches. The order is the report's.
+enum class MemoryRole : uint8_t {
+  Parameters,
+  Buffers,
+  Gradients,
+  OptimizerState,
+  SavedActivations,
+  UserHeld,
+  OtherTensors,      // allocated by PyTorch, reached by no Python object (temporaries)
+  FreeCache,         // the caching allocator's segments, no tensor in them
+  CudaLibraries,     // library_held: cuBLAS/cuDNN/NCCL workspaces and handles
+  OutsideFramework,  // raw cudaMalloc, extensions, NCCL buffers: by site
+};
+inline constexpr size_t kRoles = 10;
+inline constexpr size_t kScanRoles = 6;  // roles a scanned storage can have
+
 // One CUDA storage the holder scan reached, and the chain that reached it.
 struct HeldStorage {
   uint64_t addr = 0;   // untyped_storage().data_ptr()
   uint64_t bytes = 0;  // its nbytes
   uint32_t chain = 0;  // index into HolderScan::chains
+  MemoryRole role = MemoryRole::UserHeld;
+  int32_t module = -1;  // index into HolderScan::modules (-1: none)
 };
 
 // An autograd graph the scan found, owned by the tensor whose grad_fn
@@ -100,6 +120,42 @@ struct HolderScan {
   std::vector<std::vector<std::string>> chains;
   std::vector<HeldStorage> storages;
   std::vector<GraphOwner> graphs;  // the largest autograd graphs, largest first
+  std::vector<std::string> modules;  // top-level nn.Modules, by type name
+  // PyTorch's caching allocator at the scan, all devices (torch.cuda
+  // memory_allocated / memory_reserved); absent without it.
+  bool allocator_stats = false;
+  uint64_t torch_allocated = 0, torch_reserved = 0;
+};
+
+// Memory by role at one safe point (docs/roles.md), kept raw: the live set
+// by site with what the scan found inside each site's allocations, and the
+// scan's storages by role and module. The analysis decides what each site's
+// unfound bytes are (free cache, a CUDA library, outside the framework),
+// which needs its stack symbolized: the shim keeps the numbers only.
+struct RoleSite {
+  StackId stack = 0;
+  PyStackId pystack = 0;
+  ApiId api = ApiId::Unknown;
+  Family family = Family::Device;
+  uint64_t bytes = 0, allocations = 0;
+  uint64_t found_bytes = 0;  // storages the scan placed inside them
+};
+struct RoleFound {
+  MemoryRole role = MemoryRole::UserHeld;
+  std::string module;  // empty: no module
+  uint64_t bytes = 0, tensors = 0;
+};
+struct RoleSnapshot {
+  bool taken = false;
+  std::string at;     // step | dump | oom | exit
+  uint64_t step = 0;  // the step of the scan (0: none yet)
+  uint64_t time_ns = 0;
+  uint64_t live_bytes = 0;  // the live set's total, what the roles add up to
+  std::vector<RoleSite> sites;
+  std::vector<RoleFound> found;
+  std::vector<Holder> user_holders;  // the UserHeld storages' top holders
+  bool allocator_stats = false;
+  uint64_t torch_allocated = 0, torch_reserved = 0;
 };
 
 // One graph owner across the step scans: a loss summed with its graph adds
@@ -167,6 +223,7 @@ struct OomRecord {
   // freed its cache and tried again): the program never saw this OOM.
   bool recovered = false;
   std::vector<Holder> holders;  // from the first safe point after it
+  RoleSnapshot roles;           // ... and memory by role there
   uint64_t time_ns = 0;         // its OomFail event's time (CLOCK_MONOTONIC ns)
   uint32_t tid = 0;             // ... and thread: how a replay finds its verdict
 };
@@ -234,6 +291,10 @@ struct AnalysisInput {
   std::vector<SiteHolders> site_holders;  // ... per site, at the scans before exit
   std::vector<GraphSeries> graph_series;  // ... autograd graphs, at the step scans
   std::vector<VmmMap> vmm_maps;           // ascending by va: places storages in VMM handles
+  // Memory by role (docs/roles.md): at this report's scan, at the scan with
+  // the highest live total, and at the step scans (oldest first, thinned).
+  RoleSnapshot roles_now, roles_peak;
+  std::vector<RoleSnapshot> role_steps;
 };
 
 }  // namespace torchseal

@@ -10,6 +10,7 @@
 #include "report/analysis/hints.h"
 #include "report/analysis/holders.h"
 #include "report/analysis/library_held.h"
+#include "report/analysis/roles.h"
 #include "report/analysis/site.h"
 #include "report/analysis/suppressions.h"
 
@@ -281,6 +282,8 @@ Report analyze(const AnalysisInput &in, Symbolizer &symbolizer, const AnalysisOp
     e.holders = o.holders;
     e.hint = find_hint(e.python_frames, e.holders);
     e.recovered = o.recovered;
+    e.roles = split_roles(o.roles, in, sites, opts.library_held);
+    align_to_oom(e.roles, o.live_bytes, in.torch_caching_allocator);
     r.ooms.push_back(std::move(e));
   }
 
@@ -293,6 +296,11 @@ Report analyze(const AnalysisInput &in, Symbolizer &symbolizer, const AnalysisOp
         {api_string(f.api), f.addr, sites.native_frames(f.stack), sites.python_frames(f.pystack)});
   }
   r.marks = in.marks;
+  // ---- memory by role (docs/roles.md) ----
+  r.roles = split_roles(in.roles_now, in, sites, opts.library_held);
+  r.peak_roles = split_roles(in.roles_peak, in, sites, opts.library_held);
+  for (const RoleSnapshot &snap : in.role_steps)
+    r.role_steps.push_back(split_roles(snap, in, sites, opts.library_held, false));
   // ---- growth across training steps (docs/pytorch.md, "Growth") ----
   r.growth = detect_growth(in, symbolizer, opts.growth);
   if (opts.is_suppressed) {

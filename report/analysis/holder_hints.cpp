@@ -17,7 +17,7 @@ namespace {
 constexpr size_t kMaxHolders = 8;
 constexpr size_t kMaxFileLines = 20000;  // a whole-file search stops here
 
-// ---- a holder chain, parsed (the step formats of holder_scan.py) ----------
+// ---- a holder chain, parsed (the step formats of _holder_scan.py) ----------
 
 enum class RootKind { Global, Local, ClassAttribute, Exception, Other };
 

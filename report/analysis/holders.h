@@ -30,6 +30,11 @@ class HeldMap {
   void add(size_t live_index, HolderTotals &totals) const;
   // The bytes and count of the storages inside in.live[i].
   std::pair<uint64_t, uint64_t> held_bytes(size_t live_index) const;
+  // The indexes (into the scan's storages) of those inside in.live[i].
+  const std::vector<uint32_t> &storages_in(size_t live_index) const {
+    static const std::vector<uint32_t> none;
+    return held(live_index) ? per_live_[live_index] : none;
+  }
 
  private:
   const HolderScan &scan_;

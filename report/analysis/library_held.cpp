@@ -31,11 +31,6 @@ const char *library_of_module(std::string_view module) {
   return nullptr;
 }
 
-bool is_framework_module(std::string_view module) {
-  std::string_view base = basename_of(module);
-  return starts_with(base, "libtorch") || starts_with(base, "libc10");
-}
-
 // PyTorch's own workspaces for cuBLAS(Lt), allocated through its allocator
 // and kept per (handle, stream) until the process ends. Matched innermost
 // first, so the function that allocates names the library. The names differ
@@ -55,6 +50,11 @@ constexpr FunctionRule kFunctions[] = {
 };
 
 }  // namespace
+
+bool is_framework_module(std::string_view module) {
+  std::string_view base = basename_of(module);
+  return starts_with(base, "libtorch") || starts_with(base, "libc10");
+}
 
 LibraryHolding library_holding(const std::vector<NativeFrame> &frames) {
   for (size_t i = 0; i < frames.size(); ++i) {

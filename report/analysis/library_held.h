@@ -7,6 +7,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "report/model/report_model.h"
@@ -29,5 +30,8 @@ struct LibraryHolding {
 //  * a framework frame that allocates a library's workspace (PyTorch's
 //    at::cuda::allocateCUDABlasWorkspace, at::cuda::getCUDABlasLtWorkspace).
 LibraryHolding library_holding(const std::vector<NativeFrame> &frames);
+
+// A PyTorch library (libtorch*, libc10*): its frames mark the framework's calls.
+bool is_framework_module(std::string_view module);
 
 }  // namespace torchseal

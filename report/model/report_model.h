@@ -100,6 +100,27 @@ struct SiteTotal {
   std::vector<PythonFrame> python_frames;
 };
 
+// Memory by role at one moment (docs/roles.md): every role, in Role order,
+// zeros included; the bytes add up to live_bytes.
+struct RoleShare {
+  std::string name;  // "GPT": a top-level module's type
+  uint64_t bytes = 0, tensors = 0;
+};
+struct RoleEntry {
+  std::string role;   // role_name()
+  uint64_t bytes = 0;
+  uint64_t count = 0;  // tensors (scan roles), allocations (cuda_libraries, outside_framework)
+  std::vector<RoleShare> modules;  // parameters ... optimizer_state: per top-level module
+  std::vector<Holder> holders;     // user_held: the top holders
+  std::vector<SiteTotal> sites;    // outside_framework: by site, largest first
+};
+struct RoleSplit {
+  std::string at;     // step | dump | oom | exit
+  uint64_t step = 0;  // 0: before the first step
+  uint64_t live_bytes = 0;
+  std::vector<RoleEntry> roles;  // empty: no split (no holder scan ran)
+};
+
 struct OomEntry {
   std::string api;
   uint64_t requested_bytes = 0;
@@ -111,6 +132,7 @@ struct OomEntry {
   std::optional<Hint> hint;
   bool recovered = false;  // the retry succeeded; no dump, not counted
   std::vector<Holder> holders;
+  RoleSplit roles;  // at the first safe point after it
 };
 
 struct InvalidFreeEntry {
@@ -149,6 +171,10 @@ struct Report {
   std::vector<SuppressionUse> suppressions_used;  // file order of first use
   std::vector<Mark> marks;                        // oldest first; from history files
   HistoryReadInfo history;  // a report read from a history: what was read, which window
+  // Memory by role (docs/roles.md): at this report's scan, at the scan with
+  // the highest live total, and the step scans' totals (no modules or sites).
+  RoleSplit roles, peak_roles;
+  std::vector<RoleSplit> role_steps;
 };
 
 }  // namespace torchseal

@@ -8,6 +8,7 @@
 #include "report/analysis/site_match.h"
 #include "report/render/html_escape.h"
 #include "report/render/html_flame.h"
+#include "report/render/html_roles.h"
 #include "report/render/html_script.h"
 
 namespace torchseal {
@@ -351,6 +352,8 @@ std::string render_html_report(const HtmlReportInput &in) {
          "): for the framework's handles, not leaks</h2>\n" +
          leaks_table(r, r.library_held, "", lazy);
   }
+  const std::string roles = roles_html(r);
+  h += roles;
   h += "<h2>Memory over the run</h2>\n";
   if (in.timeline) {
     if (script) {
@@ -382,7 +385,7 @@ std::string render_html_report(const HtmlReportInput &in) {
          "style-src 'unsafe-inline'" +
          std::string(any_script ? "; script-src 'unsafe-inline'" : "") +
          "\">\n<title>torchseal report, pid " + u64(static_cast<uint64_t>(r.process.pid)) +
-         "</title>\n<style>" + kStyle + kHtmlScriptStyle + "</style></head><body>\n" + h +
+         "</title>\n<style>" + kStyle + kHtmlScriptStyle + (roles.empty() ? "" : kRolesStyle) + "</style></head><body>\n" + h +
          "</body></html>\n";
 }
 

@@ -1,4 +1,6 @@
 #include "report/render/report_json.h"
+#include "report/analysis/roles.h"
+#include "report/render/roles_json.h"
 #include "report/render/site_json.h"
 
 #include <fcntl.h>
@@ -213,6 +215,13 @@ std::vector<Holder> read_holders(const json &obj, const std::string &path) {
   return out;
 }
 
+void read_roles(const json &obj, const std::string &path, const char *key, RoleSplit &out) {
+  auto it = obj.find(key);
+  if (it == obj.end()) return;
+  std::string error;
+  if (!role_split_from_json(*it, out, error)) fail(join(path, key), error);
+}
+
 void check_one_of(const std::string &v, const std::string &path,
                   std::initializer_list<const char *> allowed) {
   for (const char *a : allowed) {
@@ -407,7 +416,30 @@ void read_report(const json &j, Report &r) {
     }
     x.hint = read_hint(e, pth);
     x.holders = read_holders(e, pth);
+    read_roles(e, pth, "memory_by_role", x.roles);
     r.ooms.push_back(std::move(x));
+  }
+  // Extra keys (docs/roles.md): optional on input.
+  read_roles(j, "", "memory_by_role", r.roles);
+  read_roles(j, "", "memory_by_role_at_peak", r.peak_roles);
+  if (auto st = j.find("memory_by_role_steps"); st != j.end()) {
+    if (!st->is_array()) fail("memory_by_role_steps", "expected an array");
+    for (size_t i = 0; i < st->size(); ++i) {
+      const json &e = (*st)[i];
+      std::string pth = elem("", "memory_by_role_steps", i);
+      RoleSplit s;
+      s.at = get_str(e, pth, "at");
+      s.step = static_cast<uint64_t>(get_int_or_null(e, pth, "step", 0));
+      s.live_bytes = get_u64(e, pth, "live_bytes");
+      const json &bytes = member(e, pth, "bytes");
+      for (size_t k = 0; k < kRoles; ++k) {
+        RoleEntry x;
+        x.role = role_name(static_cast<MemoryRole>(k));
+        if (bytes.contains(x.role)) x.bytes = get_u64(bytes, join(pth, "bytes"), x.role.c_str());
+        s.roles.push_back(std::move(x));
+      }
+      r.role_steps.push_back(std::move(s));
+    }
   }
 
   // Extra key (not in the base schema of docs/report-format.md): optional on input.
@@ -568,6 +600,7 @@ std::string report_to_json(const Report &r) {
     e["hint"] = hint_json(o.hint);
     e["recovered"] = o.recovered;
     if (python) e["holders"] = holders_json(o.holders);
+    if (!o.roles.roles.empty()) e["memory_by_role"] = role_split_json(o.roles);
     ooms.push_back(std::move(e));
   }
   j["ooms"] = std::move(ooms);
@@ -592,6 +625,10 @@ std::string report_to_json(const Report &r) {
     }
     j["suppressions_used"] = std::move(used);
   }
+  // Extra keys, only where a holder scan ran (docs/roles.md).
+  if (!r.roles.roles.empty()) j["memory_by_role"] = role_split_json(r.roles);
+  if (!r.peak_roles.roles.empty()) j["memory_by_role_at_peak"] = role_split_json(r.peak_roles);
+  if (!r.role_steps.empty()) j["memory_by_role_steps"] = role_steps_json(r.role_steps);
   // Extra key, only for a history with marks (torchseal_mark).
   if (!r.marks.empty()) {
     ojson marks = ojson::array();

@@ -2,6 +2,7 @@
 
 #include "report/analysis/shown_frames.h"
 #include "report/analysis/site_match.h"
+#include "report/render/roles_text.h"
 
 #include <algorithm>
 #include <cinttypes>
@@ -257,8 +258,10 @@ std::string report_to_text(const Report &r) {
 
   for (const OomEntry &o : r.ooms) {
     // A recovered one never reached the program: the allocator's retry worked.
+    // The split by role leads (docs/roles.md).
+    out += "\n" + oom_role_lead(o);
     out +=
-        std::string(o.recovered ? "\nOut of memory, recovered by a retry: " : "\nOut of memory: ") +
+        std::string(o.recovered ? "Out of memory, recovered by a retry: " : "Out of memory: ") +
         clean(o.api) + " of " + u64(o.requested_bytes) + " byte(s) on device " +
         device_str(o.device) + " failed with " + u64(o.live_bytes) +
         " byte(s) live, requested from:\n";
@@ -276,6 +279,8 @@ std::string report_to_text(const Report &r) {
   }
 
   out += hints_section(r);
+  out += role_table(r.roles, r.trigger == "exit" ? "at the exit scan" : "at the report's scan");
+  out += role_table(r.peak_roles, "at the highest live total scanned");
 
   for (const InvalidFreeEntry &f : r.invalid_frees) {
     out += format("\nInvalid free: %s of 0x%" PRIx64 ", which is not a live allocation, from:\n",

@@ -100,6 +100,9 @@ class AnalysisObserver : public SummaryObserver {
     if (!windowed) {
       in_.holders = std::move(verdict_.scan);
       in_.site_holders = std::move(verdict_.site_holders);
+      in_.roles_now = std::move(verdict_.roles_now);
+      in_.roles_peak = std::move(verdict_.roles_peak);
+      in_.role_steps = std::move(verdict_.role_steps);
     }
     std::vector<OomRecord> &ooms = sum_.ooms;
     std::map<std::pair<uint64_t, uint32_t>, size_t> by_event;
@@ -111,6 +114,7 @@ class AnalysisObserver : public SummaryObserver {
       OomRecord &o = ooms[it->second];
       o.recovered = v.recovered;
       o.holders = std::move(v.holders);
+      o.roles = std::move(v.roles);
       in_.ooms.push_back(std::move(o));
       by_event.erase(it);
     }

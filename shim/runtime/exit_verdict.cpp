@@ -20,7 +20,10 @@ void append_verdict(std::vector<uint8_t> &out) {
   rec.scan = std::move(in.holders);
   rec.site_holders = std::move(in.site_holders);
   for (OomRecord &o : in.ooms)
-    rec.ooms.push_back({o.time_ns, o.tid, o.recovered, std::move(o.holders)});
+    rec.ooms.push_back({o.time_ns, o.tid, o.recovered, std::move(o.holders), std::move(o.roles)});
+  rec.roles_now = std::move(in.roles_now);
+  rec.roles_peak = std::move(in.roles_peak);
+  rec.role_steps = std::move(in.role_steps);
   std::vector<uint8_t> payload;
   tseal::ByteWriter w(payload);
   rec.encode(w);

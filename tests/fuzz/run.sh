@@ -35,7 +35,8 @@ report_srcs="common/model/event.cpp common/model/vmm_maps.cpp common/model/run_s
   report/analysis/growth.cpp report/analysis/hints.cpp report/analysis/holder_hints.cpp
   report/analysis/python_source.cpp report/analysis/shown_frames.cpp
   report/analysis/suppressions.cpp report/analysis/holders.cpp report/render/site_json.cpp
-  report/analysis/library_held.cpp report/analysis/graph_growth.cpp"
+  report/analysis/library_held.cpp report/analysis/graph_growth.cpp
+  report/analysis/roles.cpp report/render/roles_json.cpp"
 # An object is rebuilt when its source or any of our headers is newer (a
 # header change alone must not leave objects of two layouts linked together).
 stale() {

@@ -403,10 +403,10 @@ TEST_CASE("replay takes the exit verdict: holder scan, site holders, OOMs by the
   v.site_holders.push_back({1, 0, ApiId::cudaMalloc, Family::Device, {{{"global 'kept'"}, 100, 1}}});
   // The shim's order (the order of its decisions), one OOM the file does not
   // hold (thread 78), and one at a time no event has.
-  v.ooms.push_back({49, 77, false, {{{"global 'big'"}, 7, 1}}});
-  v.ooms.push_back({41, 77, true, {}});
-  v.ooms.push_back({42, 78, true, {}});
-  v.ooms.push_back({1000, 77, true, {}});
+  v.ooms.push_back({49, 77, false, {{{"global 'big'"}, 7, 1}}, {}});
+  v.ooms.push_back({41, 77, true, {}, {}});
+  v.ooms.push_back({42, 78, true, {}, {}});
+  v.ooms.push_back({1000, 77, true, {}, {}});
   append_record(bytes, Chunk::Verdict, v);
   for (auto *b : {&bytes, &no_verdict})
     append_record(*b, Chunk::End, EndRecord{1.7e9 + 5, ev.size(), true, 0});

@@ -226,6 +226,18 @@ TEST_CASE("corrupt counts fail to decode instead of allocating or overreading") 
 
 namespace {
 
+// A Verdict ends with memory by role (trailing fields): the prefix that
+// stops where older writers stopped is a whole record, and must read.
+VerdictRecord verdict_round_trip(const VerdictRecord &v) {
+  VerdictRecord bare = v;
+  bare.roles_now = bare.roles_peak = RoleSnapshot{};
+  bare.role_steps.clear();
+  for (auto &o : bare.ooms) o.roles = RoleSnapshot{};
+  auto b = bytes_of(v);
+  check_truncations<VerdictRecord>(b, bytes_of(bare).size() - 1);  // less its `varint 0`
+  return decode_all<VerdictRecord>(b);
+}
+
 VerdictRecord sample_verdict() {
   VerdictRecord v;
   v.scan.done = true;
@@ -241,8 +253,8 @@ VerdictRecord sample_verdict() {
   s.family = Family::Device;
   s.holders = {{{"main() local 'kept' (list) at a.py:3", "[0..7]"}, 4096, 8}};
   v.site_holders = {s};
-  v.ooms.push_back({123456789012, 4242, true, {}});
-  v.ooms.push_back({123456789999, 7, false, {{{"global 'x'"}, 1, 1}}});
+  v.ooms.push_back({123456789012, 4242, true, {}, {}});
+  v.ooms.push_back({123456789999, 7, false, {{{"global 'x'"}, 1, 1}}, {}});
   return v;
 }
 
@@ -250,7 +262,7 @@ VerdictRecord sample_verdict() {
 
 TEST_CASE("Verdict record round trips the scan, site holders and OOM verdicts") {
   VerdictRecord v = sample_verdict();
-  VerdictRecord q = round_trip(v);
+  VerdictRecord q = verdict_round_trip(v);
   CHECK(q.scan.done);
   CHECK(q.scan.at_exit);
   CHECK_FALSE(q.scan.partial);
@@ -281,10 +293,50 @@ TEST_CASE("Verdict record round trips the scan, site holders and OOM verdicts") 
   VerdictRecord step;
   step.scan.done = true;
   step.scan.partial = true;
-  VerdictRecord p = round_trip(step);
+  VerdictRecord p = verdict_round_trip(step);
   CHECK(p.scan.done);
   CHECK_FALSE(p.scan.at_exit);
   CHECK(p.scan.partial);
+}
+
+TEST_CASE("Verdict record round trips memory by role, and reads without it") {
+  VerdictRecord v = sample_verdict();
+  RoleSnapshot snap;
+  snap.taken = true;
+  snap.at = "step";
+  snap.step = 4;
+  snap.time_ns = 99;
+  snap.live_bytes = 1 << 20;
+  snap.allocator_stats = true;
+  snap.torch_allocated = 1000;
+  snap.torch_reserved = 2000;
+  snap.sites.push_back({65, 3, ApiId::cudaMalloc, Family::Device, 1 << 20, 2, 4096});
+  snap.found.push_back({MemoryRole::Gradients, "GPT", 4096, 1});
+  snap.user_holders = {{{"global 'x'"}, 1, 1}};
+  v.roles_now = snap;
+  v.role_steps = {snap, snap};
+  v.ooms[1].roles = snap;
+  VerdictRecord q = verdict_round_trip(v);
+  CHECK(q.roles_now.taken);
+  CHECK_FALSE(q.roles_peak.taken);
+  CHECK(q.role_steps.size() == 2);
+  CHECK_FALSE(q.ooms[0].roles.taken);
+  REQUIRE(q.ooms[1].roles.taken);
+  const RoleSnapshot &r = q.ooms[1].roles;
+  CHECK(r.at == "step");
+  CHECK(r.step == 4);
+  CHECK(r.live_bytes == 1u << 20);
+  CHECK(r.torch_allocated == 1000);
+  REQUIRE(r.sites.size() == 1);
+  CHECK(r.sites[0].found_bytes == 4096);
+  REQUIRE(r.found.size() == 1);
+  CHECK(r.found[0].role == MemoryRole::Gradients);
+  CHECK(r.found[0].module == "GPT");
+  CHECK(r.user_holders.size() == 1);
+  // A file written before memory by role: its Verdict ends after the OOMs.
+  VerdictRecord old = verdict_round_trip(sample_verdict());
+  CHECK_FALSE(old.roles_now.taken);
+  CHECK(old.ooms.size() == 2);
 }
 
 TEST_CASE("a damaged Verdict payload fails to decode instead of allocating or misindexing") {

@@ -15,6 +15,7 @@
 
 #include "holder_scan_source.h"
 #include "report/analysis/holders.h"  // report/lib: all_holders
+#include "report/analysis/roles.h"    // report/lib: role_snapshot
 #include "shim/core/python/cpython_api.h"
 #include "shim/core/python/python_frames.h"
 #include "shim/core/recorder.h"
@@ -37,6 +38,9 @@ constexpr size_t kMaxSiteHolders = 4096;
 // (the newest: a growing graph is judged on the last ones).
 constexpr size_t kMaxGraphSeries = 64;
 constexpr size_t kMaxGraphSamples = 64;
+// Step scans' role snapshots kept for the per-step bars: past this, every
+// other one is dropped (an even thinning over the whole run).
+constexpr size_t kMaxRoleSteps = 128;
 // How long a dump waits for the main thread to reach its pending call.
 constexpr auto kDumpWait = std::chrono::milliseconds(1000 + static_cast<int>(kDumpBudget * 1000));
 
@@ -61,6 +65,11 @@ struct State {
   // (OOMs seen when it ran, what held the memory): OOM k gets the first
   // scan that saw more than k OOMs.
   std::vector<std::pair<uint64_t, std::vector<Holder>>> oom_scans;
+  // Memory by role (docs/roles.md): at the latest scan, at the scan with
+  // the highest live total, at the step scans, and per OOM as oom_scans.
+  RoleSnapshot roles_latest, roles_peak;
+  std::vector<RoleSnapshot> role_steps;
+  std::vector<std::pair<uint64_t, RoleSnapshot>> oom_roles;
   uint64_t ooms_scanned = 0;
   bool pending_queued = false;
   // Dumps asked for, and the last one a pending call has scanned for.
@@ -219,10 +228,10 @@ void report_failure(const std::string &why) {
     log::debug("holder scan failed again: %s", why.c_str());
 }
 
-// The scan's output (holder_scan.py's header) into a HolderScan; `failure`
+// The scan's output (_holder_scan.py's header) into a HolderScan; `failure`
 // gets an E record's one line (empty when the scan succeeded).
-void parse(const char *data, size_t size, HolderScan &out, double &ms, uint64_t &skipped,
-           std::string &failure) {
+void parse(const char *data, size_t size, HolderScan &out, double &ms, double &roles_ms,
+           uint64_t &skipped, std::string &failure) {
   std::vector<uint32_t> chain_index;  // group id -> index in out.chains
   for (const std::string &line : split(data, data + size, '\n')) {
     std::vector<std::string> f = split(line.data(), line.data() + line.size(), '\x1f');
@@ -231,12 +240,27 @@ void parse(const char *data, size_t size, HolderScan &out, double &ms, uint64_t 
       if (id >= chain_index.size()) chain_index.resize(id + 1, UINT32_MAX);
       chain_index[id] = static_cast<uint32_t>(out.chains.size());
       out.chains.emplace_back(f.begin() + 2, f.end());
-    } else if (f.size() == 4 && f[0] == "S") {
+    } else if ((f.size() == 4 || f.size() == 6) && f[0] == "S") {
       HeldStorage s;
       s.addr = std::strtoull(f[1].c_str(), nullptr, 16);
       s.bytes = std::strtoull(f[2].c_str(), nullptr, 10);
       s.chain = static_cast<uint32_t>(std::strtoul(f[3].c_str(), nullptr, 10));
+      if (f.size() == 6) {
+        unsigned long role = std::strtoul(f[4].c_str(), nullptr, 10);
+        s.role = role < kScanRoles ? static_cast<MemoryRole>(role) : MemoryRole::UserHeld;
+        s.module = static_cast<int32_t>(std::strtol(f[5].c_str(), nullptr, 10));
+      }
       out.storages.push_back(s);
+    } else if (f.size() == 3 && f[0] == "D") {
+      unsigned long id = std::strtoul(f[1].c_str(), nullptr, 10);
+      if (id < (1u << 20)) {
+        if (id >= out.modules.size()) out.modules.resize(id + 1);
+        out.modules[id] = f[2];
+      }
+    } else if (f.size() == 3 && f[0] == "A") {
+      out.allocator_stats = true;
+      out.torch_allocated = std::strtoull(f[1].c_str(), nullptr, 10);
+      out.torch_reserved = std::strtoull(f[2].c_str(), nullptr, 10);
     } else if (f.size() >= 5 && f[0] == "N") {
       GraphOwner g;
       g.nodes = std::strtoull(f[1].c_str(), nullptr, 10);
@@ -249,6 +273,7 @@ void parse(const char *data, size_t size, HolderScan &out, double &ms, uint64_t 
     } else if (f.size() == 3 && f[0] == "M") {
       if (f[1] == "partial") out.partial = f[2] == "1";
       if (f[1] == "ms") ms = std::strtod(f[2].c_str(), nullptr);
+      if (f[1] == "roles_ms") roles_ms = std::strtod(f[2].c_str(), nullptr);
       if (f[1] == "skipped") skipped = std::strtoull(f[2].c_str(), nullptr, 10);
     }
   }
@@ -258,9 +283,25 @@ void parse(const char *data, size_t size, HolderScan &out, double &ms, uint64_t 
   std::erase_if(out.storages, [](const HeldStorage &s) { return s.chain == UINT32_MAX; });
 }
 
+uint64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// A step scan's snapshot into the kept series (thinned evenly when full).
+void add_role_step(std::vector<RoleSnapshot> &steps, RoleSnapshot snap) {
+  if (steps.size() >= kMaxRoleSteps) {
+    size_t kept = 0;
+    for (size_t i = 0; i < steps.size(); i += 2) steps[kept++] = std::move(steps[i]);
+    steps.resize(kept);
+  }
+  steps.push_back(std::move(snap));
+}
+
 // GIL held, at a safe point. Runs one scan and publishes it.
 // Where a scan runs decides its budget and its reach: a step scan walks the
-// program's roots only (see holder_scan.py), dumps and exit everything.
+// program's roots only (see _holder_scan.py), dumps and exit everything.
 enum class ScanAt { Step, Dump, Exit };
 
 void scan(ScanAt where) {
@@ -279,11 +320,11 @@ void scan(ScanAt where) {
     char *data = nullptr;
     ssize_t size = 0;
     HolderScan result;
-    double ms = 0;
+    double ms = 0, roles_ms = 0;
     uint64_t skipped = 0;
     std::string failure;
     bool ok = r && g_api.bytes_as_string_and_size(r, &data, &size) == 0;
-    if (ok) parse(data, static_cast<size_t>(size), result, ms, skipped, failure);
+    if (ok) parse(data, static_cast<size_t>(size), result, ms, roles_ms, skipped, failure);
     if (!ok) failure = "the scan raised " + take_exception();
     if (r) g_api.dec_ref(r);
     g_api.err_clear();
@@ -296,23 +337,51 @@ void scan(ScanAt where) {
       // A step scan cut short only thins growth holders; the next one may finish.
       if (result.partial && budget > kStepBudget)
         log::warn("the holder scan stopped at its %.1f s budget; holders may be missing", budget);
-      log::debug("holder scan: %zu storage(s), %zu chain(s), %.1f ms, %llu object(s) skipped",
-                 result.storages.size(), result.chains.size(), (t1 - t0) * 1e3,
-                 static_cast<unsigned long long>(skipped));
+      log::debug(
+          "holder scan: %zu storage(s), %zu chain(s), %.1f ms (roles %.3f ms), %llu object(s) "
+          "skipped",
+          result.storages.size(), result.chains.size(), (t1 - t0) * 1e3, roles_ms,
+          static_cast<unsigned long long>(skipped));
       // Placed now, against what is live now: by exit a grower's blocks may
       // be freed (tensors mode) or its holders gone.
       std::vector<SiteHolders> sites;
       AnalysisInput now;
       const bool graphs = where == ScanAt::Step && !result.graphs.empty();
-      if (!at_exit && (!result.storages.empty() || graphs)) {
+      uint64_t ooms = recorder().ooms_seen();
+      // Memory by role needs the live set whenever torch is loaded (the
+      // scan found storages, or PyTorch's allocator answered).
+      const bool roles = !result.storages.empty() || result.allocator_stats;
+      RoleSnapshot snap;
+      bool oom_scan = false;  // the first scan after an OOM: its snapshot is that OOM's
+      if (roles || (!at_exit && graphs)) {
         recorder().live_now(now);
         now.holders = std::move(result);
-        sites = holders_by_site(now);
+        if (!at_exit) sites = holders_by_site(now);
+        if (roles) {
+          uint64_t step;
+          {
+            std::lock_guard<std::mutex> lock(S().mu);
+            step = S().steps;
+            oom_scan = !at_exit && ooms > S().ooms_scanned;
+          }
+          static constexpr const char *kAt[] = {"step", "dump", "exit"};
+          double r0 = now_s();
+          snap = role_snapshot(now, oom_scan ? "oom" : kAt[static_cast<int>(where)], step,
+                               now_ns());
+          // Memory by role's own cost, beside the scan's (docs/roles.md, "Cost").
+          log::debug("role snapshot: %zu live allocation(s), %zu site(s), %.3f ms", now.live.size(),
+                     snap.sites.size(), (now_s() - r0) * 1e3);
+        }
         result = std::move(now.holders);
       }
-      uint64_t ooms = recorder().ooms_seen();
       State &s = S();
       std::lock_guard<std::mutex> lock(s.mu);
+      if (snap.taken) {
+        if (!s.roles_peak.taken || snap.live_bytes > s.roles_peak.live_bytes) s.roles_peak = snap;
+        if (oom_scan) s.oom_roles.emplace_back(ooms, snap);
+        if (where == ScanAt::Step) add_role_step(s.role_steps, snap);
+        s.roles_latest = std::move(snap);
+      }
       merge_site_holders(s.site_holders, std::move(sites));
       if (graphs) add_graph_samples(s.graph_series, s.steps, result.graphs, now);
       s.last_failure.clear();
@@ -426,12 +495,21 @@ void fill(AnalysisInput &in) {
   in.holders = s.latest;
   in.site_holders = s.site_holders;
   in.graph_series = s.graph_series;
-  for (size_t k = 0; k < in.ooms.size(); ++k)
+  in.roles_now = s.roles_latest;
+  in.roles_peak = s.roles_peak;
+  in.role_steps = s.role_steps;
+  for (size_t k = 0; k < in.ooms.size(); ++k) {
     for (const auto &[seen, holders] : s.oom_scans)
       if (seen > k) {
         in.ooms[k].holders = holders;
         break;
       }
+    for (const auto &[seen, snap] : s.oom_roles)
+      if (seen > k) {
+        in.ooms[k].roles = snap;
+        break;
+      }
+  }
 }
 
 void reset_after_fork() {

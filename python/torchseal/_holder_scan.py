@@ -1,7 +1,8 @@
 # The holder scan: which Python objects keep each live GPU block alive.
 #
-# The shim runs this file (embedded in libtorchseal.so at build time, so it
-# needs no sys.path entry) with PyRun_String in a private namespace, and calls
+# The shim runs this file (embedded in libtorchseal.so at build time by
+# shim/core/python/embed_source.py, so it needs no installed package and no
+# sys.path entry) with PyRun_String in a private namespace, and calls
 # scan() only at a safe point: the GIL is held and no intercepted CUDA call is
 # on the thread's stack. It never imports torch (without torch loaded there is
 # no tensor to find), never calls a CUDA operation (it reads metadata:
@@ -24,12 +25,17 @@
 #
 # scan() returns bytes, one record per line, fields separated by \x1f:
 #   G <group> <step>...        a holder's chain, root first
-#   S <data_ptr hex> <nbytes> <group>   one storage and its holder
+#   S <data_ptr hex> <nbytes> <group> <role> <module>  one storage, its holder,
+#                              its role (_ROLE_NAMES' index) and the top-level
+#                              module it belongs to (a D id, -1: none)
+#   D <module> <name>          a top-level nn.Module, named by its type
+#   A <allocated> <reserved>   PyTorch's caching allocator, all devices (bytes)
 #   N <nodes> <bytes> <data_ptr hex> <step>...  a tensor's autograd graph: the
 #                              nodes (and CUDA bytes) reached first through it,
 #                              the tensor's own storage, its chain
 #   E <type> <message> <where> the scan failed: the exception and its place
-#   M <key> <value>            counters (visited, skipped, ms, partial)
+#   M <key> <value>            counters (visited, skipped, ms, partial, roles_ms:
+#                              the time telling roles took)
 
 import collections
 import gc
@@ -39,6 +45,12 @@ import types
 import warnings
 
 _SEP = "\x1f"
+# Memory by role (docs/roles.md). A storage reached by several tensors takes
+# the first role of this list that one of them has.
+_PARAM, _BUFFER, _GRAD, _OPTIM, _SAVED, _USER = range(6)
+_ROLE_NAMES = ("parameters", "buffers", "gradients", "optimizer_state", "saved_activations",
+               "user_held")
+_ROLE_RANK = (0, 1, 2, 3, 5, 4)  # lower wins: a tensor the program holds is its own
 _KEY = object()  # label marker: a dict key, formatted by _key_text
 _MAX_CHAIN = 14  # steps shown; longer chains keep both ends
 # Library modules (the standard library, site-packages) are walked last and
@@ -171,6 +183,10 @@ class _Search:
         self.s_nbytes = sb["nbytes"]
         nn = sys.modules.get("torch.nn.modules.module")
         self.nn_module = _module_dict(nn).get("Module") if nn is not None else None
+        param = sys.modules.get("torch.nn.parameter")
+        self.parameter = _module_dict(param).get("Parameter") if param is not None else None
+        optim = sys.modules.get("torch.optim.optimizer")
+        self.optimizer = _module_dict(optim).get("Optimizer") if optim is not None else None
         self.deadline = deadline
         self.kinds = {}
         self.skip = set()  # types of kind _SKIP: tested inline before add()
@@ -180,7 +196,19 @@ class _Search:
         self.label = []     # the step that reached the object
         self.depth = []     # steps left below it (see _LIBRARY_DEPTH)
         self.root_depth = _UNBOUNDED
-        self.seen = set()
+        self.seen = {}      # id -> index in objs
+        # Roles (docs/roles.md): decided after the walk, from what reached
+        # each tensor, whichever reached it first.
+        self.cuda = []      # (tensor index, storage data_ptr) of every CUDA tensor
+        self.direct = set()  # ids some referrer other than an autograd node reaches
+        self.from_node = False  # the object being expanded is an autograd node
+        self.marks = {}     # id -> (role, module id): a module's parameters and buffers
+        self.grad_of = {}   # id(grad) -> id(its leaf)
+        self.state_of = {}  # id(optimizer state tensor) -> id(its parameter)
+        self.top_module = {}  # module index -> module id (index into module_names)
+        self.module_names = []
+        self.module_ids = {}
+        self.keep = []
         self.queue = []
         self.head = 0
         self.storages = {}  # data_ptr -> (nbytes, index of the tensor)
@@ -230,8 +258,11 @@ class _Search:
         # object ends up on a reported chain (most never do). Types among the
         # args are shown by name.
         i = id(obj)
-        if i in self.seen:
-            return
+        j = self.seen.get(i)
+        if j is not None:
+            if not self.from_node:
+                self.direct.add(i)
+            return j
         t = type(obj)
         k = self.kinds.get(t)
         if k is None:
@@ -241,13 +272,15 @@ class _Search:
                 self.kinds[t] = k = _SKIP
                 self.skipped += 1
         if k == _SKIP:
-            return
+            return None
         d = self.depth[parent] - 1 if parent >= 0 else self.root_depth
         if d < _LIBRARY_DEPTH and k != _TENSOR and k != _NODE and (d < 0 or k >= _OBJ):
             # Below a library global: only containers, tensors and autograd
             # nodes (not the op, schema and registry objects libraries keep).
-            return
-        self.seen.add(i)
+            return None
+        if parent < 0 or not self.from_node:
+            self.direct.add(i)
+        self.seen[i] = len(self.objs)
         self.objs.append(obj)
         self.parent.append(parent)
         self.label.append(label)
@@ -263,6 +296,7 @@ class _Search:
                 self.graph_of[len(self.objs) - 1] = owner
                 if k == _NODE:
                     self.graph_nodes[owner] = self.graph_nodes.get(owner, 0) + 1
+        return len(self.objs) - 1
 
     def add_items(self, items, parent, label_of):
         skip = self.skip
@@ -373,11 +407,38 @@ class _Search:
             self.saved_names[t] = names
         return names
 
+    def mark(self, obj, role, module):
+        m = self.marks.get(id(obj))
+        if m is None or _ROLE_RANK[role] < _ROLE_RANK[m[0]]:
+            self.marks[id(obj)] = (role, module)
+
+    def module_id(self, name):
+        m = self.module_ids.get(name)
+        if m is None:
+            m = self.module_ids[name] = len(self.module_names)
+            self.module_names.append(name)
+        return m
+
+    def add_optimizer_state(self, d):
+        # optimizer.state: {parameter: {"exp_avg": tensor, ...}}
+        state = d.get("state")
+        if not issubclass(type(state), dict):
+            return
+        tensor = self.tensor
+        for p, st in list(_dict_items(state)):
+            if issubclass(type(st), dict):
+                for v in list(_dict_items(st)):
+                    if tensor in _type_mro(type(v[1])):
+                        self.state_of[id(v[1])] = id(p)
+                        # Kept alive while the scan runs (ids stay unique).
+                        self.keep.append((p, v[1]))
+
     def expand(self, i):
         o = self.objs[i]
         t = type(o)
         k = self.kinds[t]
         add = self.add
+        self.from_node = k == _NODE
         if k == _TENSOR:
             if self.t_is_cuda(o):
                 try:
@@ -387,9 +448,12 @@ class _Search:
                     ptr, nbytes = 0, 0
                 if ptr and ptr not in self.storages:
                     self.storages[ptr] = (nbytes, i)
+                if ptr:
+                    self.cuda.append((i, ptr))
             g = self.t_grad(o) if self.t_is_leaf(o) else None
             if g is not None:
                 add(g, i, ".grad")
+                self.grad_of[id(g)] = id(o)
             fn = self.t_grad_fn(o)
             if fn is not None:
                 add(fn, i, (".grad_fn (%s)", type(fn)))
@@ -447,17 +511,30 @@ class _Search:
                     add(val, i, ("{<%s>}", type(val)))
         elif k == _NNMOD:
             d = _instance_dict(o, t) or {}
+            # The top-level module this one belongs to (itself, reached first
+            # from something other than a module).
+            top = self.top_module.get(i)
+            if top is None:
+                top = self.top_module[i] = self.module_id(_type_qualname(t))
             for part in ("_parameters", "_buffers", "_modules"):
                 sub = d.get(part)
                 if issubclass(type(sub), dict):
                     for name, val in list(_dict_items(sub)):
                         if val is not None:
-                            add(val, i, (".%s (%s)", name, type(val)))
+                            j = add(val, i, (".%s (%s)", name, type(val)))
+                            if part == "_modules":
+                                if j is not None and j not in self.top_module:
+                                    self.top_module[j] = top
+                            else:
+                                self.mark(val, _PARAM if part == "_parameters" else _BUFFER,
+                                          top)
             for name, val in list(_dict_items(d)):
                 if name not in ("_parameters", "_buffers", "_modules"):
                     add(val, i, (".%s (%s)", name, type(val)))
         elif k == _OBJ:
             d = _instance_dict(o, t)
+            if d and self.optimizer is not None and issubclass(t, self.optimizer):
+                self.add_optimizer_state(d)
             if d:
                 for name, val in list(_dict_items(d)):
                     add(val, i, (".%s (%s)", name, type(val)))
@@ -500,6 +577,7 @@ class _Search:
                 self.expand(i)
             except Exception:  # noqa: BLE001 - one odd object never ends the scan
                 self.skipped += 1
+        self.from_node = False  # the next roots are roots
 
     def text(self, label):
         if type(label) is str:
@@ -552,7 +630,7 @@ def _shorten(steps):
     return steps
 
 
-def _group(search):
+def _group(search, roles):
     groups = {}   # shape -> [group id, steps, {position: (lo, hi, before, after)}]
     out = []
     for ptr, (nbytes, i) in search.storages.items():
@@ -565,13 +643,63 @@ def _group(search):
             if m is not None:
                 lo, hi, _, _ = g[2].get(pos, (m[0], m[0], "", ""))
                 g[2][pos] = (min(lo, m[0]), max(hi, m[0]), m[1], m[2])
-        out.append("S%s%x%s%d%s%d" % (_SEP, ptr, _SEP, nbytes, _SEP, g[0]))
+        role, module = roles.get(ptr, (_USER, -1))
+        out.append(_SEP.join(["S", "%x" % ptr, str(nbytes), str(g[0]), str(role), str(module)]))
     for gid, steps, ranges in groups.values():
         shown = list(steps)
         for pos, (lo, hi, before, after) in ranges.items():
             shown[pos] = before + ("%d" % lo if lo == hi else "%d..%d" % (lo, hi)) + after
         out.append(_SEP.join(["G", str(gid)] + [_clean(s) for s in _shorten(shown)]))
+    for m, name in enumerate(search.module_names):
+        out.append(_SEP.join(["D", str(m), _clean(name)]))
     return out
+
+
+def _roles(search):
+    # Each storage's role (the best-ranked of its tensors') and module, as
+    # the S records' last two fields.
+    best = {}
+    marks, grad_of, state_of, direct = search.marks, search.grad_of, search.state_of, search.direct
+    for i, ptr in search.cuda:
+        o = search.objs[i]
+        oid = id(o)
+        m = marks.get(oid)
+        if m is None:
+            leaf = grad_of.get(oid)
+            if leaf is not None:
+                m = (_GRAD, marks.get(leaf, (0, -1))[1])
+        if m is None:
+            param = state_of.get(oid)
+            if param is not None:
+                m = (_OPTIM, marks.get(param, (0, -1))[1])
+        if m is None and search.parameter is not None and search.parameter in _type_mro(type(o)):
+            m = (_PARAM, -1)
+        if m is None:
+            m = (_USER, -1) if oid in direct else (_SAVED, -1)
+        b = best.get(ptr)
+        if b is None or _ROLE_RANK[m[0]] < _ROLE_RANK[b[0]]:
+            best[ptr] = m
+    return best
+
+
+def _allocator(search):
+    # PyTorch's caching allocator's own count (no CUDA call: it reads the
+    # allocator's statistics), so the cache's free part is told from the
+    # tensors the walk could not reach.
+    cuda = sys.modules.get("torch.cuda")
+    stats = getattr(search.torch._C, "_cuda_memoryStats", None)
+    if cuda is None or stats is None:
+        return []
+    d = _module_dict(cuda)
+    init = d.get("is_initialized")
+    if init is None or not init():
+        return []
+    allocated = reserved = 0
+    for dev in range(d["device_count"]()):
+        s = stats(dev)
+        allocated += s["allocated_bytes"]["all"]["current"]
+        reserved += s["reserved_bytes"]["all"]["current"]
+    return ["A%s%d%s%d" % (_SEP, allocated, _SEP, reserved)]
 
 
 def _graphs(search):
@@ -627,6 +755,7 @@ def scan(budget_seconds, libraries=True):
     if torch is None or type(torch) is not types.ModuleType or "Tensor" not in _module_dict(torch):
         return ("M%storch%s0" % (_SEP, _SEP)).encode()
     search = None
+    roles_ms = 0.0
     stage = "starting"
     # One uninterrupted pass: no other Python thread mutates the containers
     # being walked, and no object dies mid-walk.
@@ -655,7 +784,16 @@ def scan(budget_seconds, libraries=True):
                     search.add(obj, -1, ("sys.modules[%r] (%s)", key, type(obj)))
                 search.run()
             stage = "naming the holders"
-            lines = _group(search) + _graphs(search)
+            stage = "telling the roles"
+            t_roles = time.monotonic()
+            roles = _roles(search)
+            roles_ms = (time.monotonic() - t_roles) * 1e3
+            stage = "naming the holders"
+            lines = _group(search, roles) + _graphs(search)
+            try:
+                lines += _allocator(search)
+            except Exception:  # noqa: BLE001 - without them the cache is all free
+                search.skipped += 1
     except KeyboardInterrupt:
         # The program's Ctrl-C, not the scan's: raised again in the program.
         import _thread
@@ -686,6 +824,7 @@ def scan(budget_seconds, libraries=True):
         lines.append("M%svisited%s%d" % (_SEP, _SEP, len(search.objs)))
         lines.append("M%sskipped%s%d" % (_SEP, _SEP, search.skipped))
         lines.append("M%spartial%s%d" % (_SEP, _SEP, 1 if search.partial else 0))
+        lines.append("M%sroles_ms%s%.3f" % (_SEP, _SEP, roles_ms))
     lines.append("M%sms%s%.3f" % (_SEP, _SEP, (time.monotonic() - t0) * 1e3))
     del search
     return "\n".join(lines).encode("utf-8", "replace")

@@ -1,0 +1,105 @@
+#include "report/render/roles_json.h"
+
+#include "report/analysis/roles.h"
+#include "report/render/site_json.h"
+
+namespace torchseal {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+using json = nlohmann::json;
+
+bool scan_role(const std::string &role) {
+  return role == "parameters" || role == "buffers" || role == "gradients" ||
+         role == "optimizer_state" || role == "saved_activations" || role == "user_held";
+}
+bool site_role(const std::string &role) {
+  return role == "cuda_libraries" || role == "outside_framework";
+}
+
+ojson step_json(uint64_t step) { return step ? ojson(step) : ojson(nullptr); }
+
+}  // namespace
+
+ojson role_split_json(const RoleSplit &split) {
+  ojson j;
+  j["at"] = split.at;
+  j["step"] = step_json(split.step);
+  j["live_bytes"] = split.live_bytes;
+  ojson roles = ojson::object();
+  for (const RoleEntry &e : split.roles) {
+    ojson r;
+    r["bytes"] = e.bytes;
+    if (scan_role(e.role)) r["tensors"] = e.count;
+    if (site_role(e.role)) r["allocations"] = e.count;
+    if (e.role == "parameters" || e.role == "buffers" || e.role == "gradients" ||
+        e.role == "optimizer_state")
+      r["modules"] = entries_json(e.modules, [](ojson &m, const RoleShare &s) {
+        m["module"] = s.name;
+        m["bytes"] = s.bytes;
+        m["tensors"] = s.tensors;
+      });
+    if (e.role == "user_held")
+      r["holders"] = entries_json(e.holders, [](ojson &h, const Holder &x) {
+        h["chain"] = x.chain;
+        h["bytes"] = x.bytes;
+        h["tensors"] = x.tensors;
+      });
+    if (e.role == "outside_framework")
+      r["sites"] = entries_json(e.sites, [](ojson &s, const SiteTotal &t) {
+        s["bytes"] = t.bytes;
+        s["allocations"] = t.allocations;
+        put_stacks(s, t, FrameAddress::Hex);
+      });
+    roles[e.role] = std::move(r);
+  }
+  j["roles"] = std::move(roles);
+  return j;
+}
+
+ojson role_steps_json(const std::vector<RoleSplit> &steps) {
+  return entries_json(steps, [](ojson &j, const RoleSplit &s) {
+    j["step"] = step_json(s.step);
+    j["at"] = s.at;
+    j["live_bytes"] = s.live_bytes;
+    ojson bytes = ojson::object();
+    for (const RoleEntry &e : s.roles) bytes[e.role] = e.bytes;
+    j["bytes"] = std::move(bytes);
+  });
+}
+
+bool role_split_from_json(const json &j, RoleSplit &out, std::string &error) {
+  // Only what the text and HTML show is read back: the totals, the modules
+  // and the holders (sites are the JSON's to list).
+  try {
+    out = RoleSplit{};
+    out.at = j.at("at").get<std::string>();
+    out.step = j.at("step").is_null() ? 0 : j.at("step").get<uint64_t>();
+    out.live_bytes = j.at("live_bytes").get<uint64_t>();
+    const json &roles = j.at("roles");
+    for (size_t r = 0; r < kRoles; ++r) {
+      RoleEntry e;
+      e.role = role_name(static_cast<MemoryRole>(r));
+      if (auto it = roles.find(e.role); it != roles.end()) {
+        e.bytes = it->at("bytes").get<uint64_t>();
+        if (it->contains("tensors")) e.count = it->at("tensors").get<uint64_t>();
+        if (it->contains("allocations")) e.count = it->at("allocations").get<uint64_t>();
+        if (it->contains("modules"))
+          for (const json &m : it->at("modules"))
+            e.modules.push_back({m.at("module").get<std::string>(), m.at("bytes").get<uint64_t>(),
+                                 m.at("tensors").get<uint64_t>()});
+        if (it->contains("holders"))
+          for (const json &h : it->at("holders"))
+            e.holders.push_back({h.at("chain").get<std::vector<std::string>>(),
+                                 h.at("bytes").get<uint64_t>(), h.at("tensors").get<uint64_t>()});
+      }
+      out.roles.push_back(std::move(e));
+    }
+    return true;
+  } catch (const std::exception &e) {
+    error = std::string("memory_by_role: ") + e.what();
+    return false;
+  }
+}
+
+}  // namespace torchseal

@@ -1,0 +1,20 @@
+// Memory by role in the text report (docs/roles.md): the OOM's lead line and
+// the table of a split.
+#pragma once
+
+#include <string>
+
+#include "report/model/report_model.h"
+
+namespace torchseal {
+
+// "Out of memory asking 2.0 GiB with 78.1 GiB live: parameters 12.4, ...,
+// free cache 0.6 (GiB)\n"; empty without a split.
+std::string oom_role_lead(const OomEntry &oom);
+
+// "\nMemory by role <title> (N GiB live):\n" and a line per role with
+// bytes, share and count, then its largest modules or holders; empty
+// without a split.
+std::string role_table(const RoleSplit &split, const std::string &title);
+
+}  // namespace torchseal

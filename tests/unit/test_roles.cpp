@@ -1,0 +1,143 @@
+// docs/roles.md: memory by role, from the shim's snapshot to the report.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <numeric>
+
+#include "report/analysis/analysis.h"
+#include "report/analysis/roles.h"
+#include "report/render/report_json.h"
+#include "report/render/report_text.h"
+
+using namespace torchseal;
+
+namespace {
+
+struct Fixture {
+  AnalysisInput in;
+  Symbolizer sym{std::vector<Module>{}};
+
+  Fixture() {
+    in.stacks.native.push_back({});
+    in.stacks.python.push_back({});
+    in.process.pid = 7;
+    in.process.python = "3.11.2";
+    in.torch_process = in.torch_caching_allocator = true;
+    // Stack 1: the caching allocator's segment; 2: a raw cudaMalloc of the
+    // program's; 3: cuBLAS's own allocation for PyTorch's handle.
+    sym.preload(0x1000, {NativeFrame{"c10::cuda::CUDACachingAllocator::malloc", "/src/c.cpp", 1,
+                                     "/lib/libc10_cuda.so", 0x1000}});
+    sym.preload(0x2000, {NativeFrame{"main", "/src/app.cpp", 2, "/app", 0x2000}});
+    sym.preload(0x3000, {NativeFrame{"cublasCreate_v2", "", 0, "/lib/libcublas.so.13", 0x3000}});
+    sym.preload(0x3100, {NativeFrame{"at::cuda::getCurrentCUDABlasHandle", "", 0,
+                                     "/lib/libtorch_cuda.so", 0x3100}});
+    in.stacks.native.push_back({0x1000});
+    in.stacks.native.push_back({0x2000});
+    in.stacks.native.push_back({0x3000, 0x3100});
+  }
+  void live(uint64_t addr, uint64_t size, StackId s) {
+    LiveAlloc a;
+    a.addr = addr;
+    a.size = size;
+    a.stack = s;
+    a.api = ApiId::cudaMalloc;
+    a.family = Family::Device;
+    a.device = 0;
+    in.live.push_back(a);
+  }
+  void held(uint64_t addr, uint64_t bytes, MemoryRole role, int32_t module = -1) {
+    uint32_t chain = static_cast<uint32_t>(in.holders.chains.size());
+    in.holders.chains.push_back({"global 'x' (list) in t.py", "[0]", "Tensor"});
+    in.holders.storages.push_back({addr, bytes, chain, role, module});
+  }
+};
+
+uint64_t bytes_of(const RoleSplit &s, const char *role) {
+  for (const RoleEntry &e : s.roles)
+    if (e.role == role) return e.bytes;
+  FAIL("no role " << role);
+  return 0;
+}
+
+uint64_t sum(const RoleSplit &s) {
+  return std::accumulate(s.roles.begin(), s.roles.end(), uint64_t{0},
+                         [](uint64_t t, const RoleEntry &e) { return t + e.bytes; });
+}
+
+}  // namespace
+
+TEST_CASE("a snapshot splits the live set by role and adds up", "[roles]") {
+  Fixture f;
+  f.in.trigger = "api";
+  f.in.holders.done = true;
+  f.in.holders.modules = {"GPT"};
+  f.live(0x100000, 4 << 20, 1);  // a segment: parameters, a gradient, free cache
+  f.live(0x900000, 3 << 20, 2);  // the program's own cudaMalloc
+  f.live(0xd00000, 1 << 20, 3);  // cuBLAS's
+  f.held(0x100000, 1 << 20, MemoryRole::Parameters, 0);
+  f.held(0x200000, 1 << 20, MemoryRole::Gradients, 0);
+  f.held(0x300000, 512 << 10, MemoryRole::UserHeld);
+  f.in.holders.allocator_stats = true;
+  f.in.holders.torch_allocated = (2 << 20) + (512 << 10) + (256 << 10);  // + a temporary
+  f.in.roles_now = role_snapshot(f.in, "dump", 3, 0);
+  CHECK(f.in.roles_now.live_bytes == 8u << 20);
+
+  Report r = analyze(f.in, f.sym);
+  const RoleSplit &s = r.roles;
+  REQUIRE(s.roles.size() == kRoles);
+  CHECK(s.at == "dump");
+  CHECK(s.step == 3);
+  CHECK(bytes_of(s, "parameters") == 1u << 20);
+  CHECK(bytes_of(s, "gradients") == 1u << 20);
+  CHECK(bytes_of(s, "user_held") == 512u << 10);
+  CHECK(bytes_of(s, "other_tensors") == 256u << 10);
+  CHECK(bytes_of(s, "free_cache") == (4u << 20) - (2u << 20) - (512u << 10) - (256u << 10));
+  CHECK(bytes_of(s, "outside_framework") == 3u << 20);
+  CHECK(bytes_of(s, "cuda_libraries") == 1u << 20);
+  CHECK(sum(s) == s.live_bytes);
+  REQUIRE(s.roles[0].modules.size() == 1);
+  CHECK(s.roles[0].modules[0].name == "GPT");
+  REQUIRE(s.roles[9].sites.size() == 1);
+  CHECK(s.roles[9].sites[0].frames.at(0).function == "main");
+  CHECK(s.roles[5].holders.at(0).chain.at(0) == "global 'x' (list) in t.py");
+
+  SECTION("P.json carries it and reads it back") {
+    std::string text = report_to_json(r);
+    auto j = nlohmann::json::parse(text);
+    CHECK(j["memory_by_role"]["roles"]["parameters"]["bytes"] == 1u << 20);
+    CHECK(j["memory_by_role"]["roles"]["outside_framework"]["allocations"] == 1);
+    Report back;
+    std::string error;
+    REQUIRE(report_from_json(text, back, error));
+    CHECK(back.roles.live_bytes == s.live_bytes);
+    CHECK(bytes_of(back.roles, "free_cache") == bytes_of(s, "free_cache"));
+    CHECK(back.roles.roles[0].modules.at(0).name == "GPT");
+  }
+  SECTION("P.txt has its table") {
+    std::string text = report_to_text(r);
+    CHECK(text.find("Memory by role at the report's scan (step 3), 8.0 MiB live:") !=
+          std::string::npos);
+  }
+}
+
+TEST_CASE("an OOM's split adds up to the OOM's live total and leads its entry", "[roles]") {
+  Fixture f;
+  f.in.holders.done = true;
+  f.live(0x100000, 4 << 20, 1);
+  f.held(0x100000, 3 << 20, MemoryRole::UserHeld);
+  OomRecord o;
+  o.api = ApiId::cudaMalloc;
+  o.requested = 8 << 20;
+  o.live_bytes = 6 << 20;  // the allocator released 2 MiB of free segments in its retry
+  o.roles = role_snapshot(f.in, "oom", 0, 0);
+  f.in.ooms.push_back(o);
+  Report r = analyze(f.in, f.sym);
+  REQUIRE(r.ooms.size() == 1);
+  const RoleSplit &s = r.ooms[0].roles;
+  CHECK(s.live_bytes == 6u << 20);
+  CHECK(sum(s) == 6u << 20);
+  CHECK(bytes_of(s, "free_cache") == 3u << 20);
+  std::string text = report_to_text(r);
+  CHECK(text.find("Out of memory asking 8.0 MiB with 6.0 MiB live: held by global 'x' (list) in "
+                  "t.py 3.0, free cache 3.0 (MiB)\nOut of memory: cudaMalloc") != std::string::npos);
+}
