@@ -1,7 +1,7 @@
 # The holder scan: which Python objects keep each live GPU block alive.
 #
 # The shim runs this file (embedded in libtorchseal.so at build time by
-# shim/core/python/embed_source.py, so it needs no installed package and no
+# shim/runtime/holder_scan/embed_source.py, so it needs no installed package and no
 # sys.path entry) with PyRun_String in a private namespace, and calls
 # scan() only at a safe point: the GIL is held and no intercepted CUDA call is
 # on the thread's stack. It never imports torch (without torch loaded there is

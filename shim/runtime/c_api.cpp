@@ -3,7 +3,7 @@
 #include "torchseal.h"  // the declarations, so they cannot drift from these
 
 #include "shim/core/counters.h"
-#include "shim/core/python/safe_points.h"
+#include "shim/runtime/holder_scan/safe_points.h"
 #include "shim/core/recorder.h"
 #include "shim/runtime/lifecycle.h"
 #include "shim/runtime/report_files.h"

@@ -3,7 +3,7 @@
 #include "common/format/records.h"
 #include "common/format/tseal_format.h"
 #include "common/model/analysis_input.h"
-#include "shim/core/python/safe_points.h"
+#include "shim/runtime/holder_scan/safe_points.h"
 #include "shim/core/recorder.h"
 #include "common/util/log.h"
 

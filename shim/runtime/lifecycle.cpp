@@ -29,7 +29,7 @@
 #endif
 #include "common/symbols/runtime_libs.h"
 #include "common/symbols/symbolizer.h"
-#include "shim/core/python/safe_points.h"
+#include "shim/runtime/holder_scan/safe_points.h"
 #include "shim/core/recorder.h"
 #include "shim/core/unwind/unwinder.h"
 #include "common/util/log.h"

@@ -19,7 +19,7 @@
 #include "report/analysis/suppressions.h"
 #include "common/symbols/module_map.h"
 #include "shim/core/python/python_frames.h"
-#include "shim/core/python/safe_points.h"
+#include "shim/runtime/holder_scan/safe_points.h"
 #include "shim/core/recorder.h"
 #include "shim/runtime/lifecycle.h"
 #include "common/util/log.h"

@@ -1,4 +1,4 @@
-#include "shim/core/python/cpython_api.h"
+#include "shim/runtime/holder_scan/cpython_api.h"
 
 #include "shim/core/python/python_runtime.h"
 

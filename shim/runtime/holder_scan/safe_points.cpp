@@ -1,4 +1,4 @@
-#include "shim/core/python/safe_points.h"
+#include "shim/runtime/holder_scan/safe_points.h"
 
 #include <time.h>
 
@@ -16,7 +16,7 @@
 #include "holder_scan_source.h"
 #include "report/analysis/holders.h"  // report/lib: all_holders
 #include "report/analysis/roles.h"    // report/lib: role_snapshot
-#include "shim/core/python/cpython_api.h"
+#include "shim/runtime/holder_scan/cpython_api.h"
 #include "shim/core/python/python_frames.h"
 #include "shim/core/recorder.h"
 #include "shim/core/activation.h"
