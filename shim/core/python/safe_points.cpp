@@ -364,8 +364,8 @@ void scan(ScanAt where) {
           }
           static constexpr const char *kAt[] = {"step", "dump", "exit"};
           double r0 = now_s();
-          snap = role_snapshot(now, oom_scan ? "oom" : kAt[static_cast<int>(where)], step,
-                               now_ns());
+          snap =
+              role_snapshot(now, oom_scan ? "oom" : kAt[static_cast<int>(where)], step, now_ns());
           // Memory by role's own cost, beside the scan's (docs/roles.md, "Cost").
           log::debug(
               "role snapshot: %zu live allocation(s), %zu site(s), %.3f ms (in the scan: %.3f ms)",
