@@ -119,7 +119,7 @@ struct HolderScan {
   bool partial = false;  // stopped at its time budget
   std::vector<std::vector<std::string>> chains;
   std::vector<HeldStorage> storages;
-  std::vector<GraphOwner> graphs;  // the largest autograd graphs, largest first
+  std::vector<GraphOwner> graphs;    // the largest autograd graphs, largest first
   std::vector<std::string> modules;  // top-level nn.Modules, by type name
   // PyTorch's caching allocator at the scan, all devices (torch.cuda
   // memory_allocated / memory_reserved); absent without it.

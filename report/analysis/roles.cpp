@@ -28,8 +28,8 @@ bool framework_stack(const std::vector<NativeFrame> &frames) {
 
 const char *role_name(MemoryRole r) {
   static constexpr const char *kNames[kRoles] = {
-      "parameters",        "buffers",   "gradients",  "optimizer_state",   "saved_activations",
-      "user_held",         "other_tensors", "free_cache", "cuda_libraries", "outside_framework"};
+      "parameters", "buffers",       "gradients",  "optimizer_state", "saved_activations",
+      "user_held",  "other_tensors", "free_cache", "cuda_libraries",  "outside_framework"};
   size_t i = static_cast<size_t>(r);
   return i < kRoles ? kNames[i] : "?";
 }
@@ -52,8 +52,8 @@ RoleSnapshot role_snapshot(const AnalysisInput &now, const std::string &at, uint
   for (size_t i = 0; i < now.live.size(); ++i) {
     const LiveAlloc &a = now.live[i];
     if (a.detected_at != DetectedAt::Exit) continue;  // a teardown's leak: no longer live
-    auto [it, fresh] = site_index.emplace(std::make_tuple(a.stack, a.pystack, a.api, a.family),
-                                          s.sites.size());
+    auto [it, fresh] =
+        site_index.emplace(std::make_tuple(a.stack, a.pystack, a.api, a.family), s.sites.size());
     if (fresh) s.sites.push_back({a.stack, a.pystack, a.api, a.family, 0, 0, 0});
     RoleSite &site = s.sites[it->second];
     site.bytes += a.size;

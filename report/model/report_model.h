@@ -107,7 +107,7 @@ struct RoleShare {
   uint64_t bytes = 0, tensors = 0;
 };
 struct RoleEntry {
-  std::string role;   // role_name()
+  std::string role;  // role_name()
   uint64_t bytes = 0;
   uint64_t count = 0;  // tensors (scan roles), allocations (cuda_libraries, outside_framework)
   std::vector<RoleShare> modules;  // parameters ... optimizer_state: per top-level module

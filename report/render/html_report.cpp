@@ -385,8 +385,8 @@ std::string render_html_report(const HtmlReportInput &in) {
          "style-src 'unsafe-inline'" +
          std::string(any_script ? "; script-src 'unsafe-inline'" : "") +
          "\">\n<title>torchseal report, pid " + u64(static_cast<uint64_t>(r.process.pid)) +
-         "</title>\n<style>" + kStyle + kHtmlScriptStyle + (roles.empty() ? "" : kRolesStyle) + "</style></head><body>\n" + h +
-         "</body></html>\n";
+         "</title>\n<style>" + kStyle + kHtmlScriptStyle + (roles.empty() ? "" : kRolesStyle) +
+         "</style></head><body>\n" + h + "</body></html>\n";
 }
 
 }  // namespace torchseal

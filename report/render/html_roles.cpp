@@ -32,7 +32,8 @@ std::string split_bar(const RoleSplit &s, const std::string &title) {
   std::string h = "<p>" + html_escape(title) + ": " + html_bytes(s.live_bytes) + " live";
   std::string parts;
   for (const RoleEntry &e : s.roles)
-    if (e.bytes) parts += (parts.empty() ? "" : ", ") + html_escape(e.role) + " " + html_bytes(e.bytes);
+    if (e.bytes)
+      parts += (parts.empty() ? "" : ", ") + html_escape(e.role) + " " + html_bytes(e.bytes);
   h += " (" + parts + ")</p>\n<svg class=\"roles\" viewBox=\"0 0 " + std::to_string(kWidth) +
        " 22\" role=\"img\">";
   double x = 0;
@@ -40,9 +41,10 @@ std::string split_bar(const RoleSplit &s, const std::string &title) {
   for (size_t k = 0; k < s.roles.size(); ++k) {
     double w = kWidth * static_cast<double>(s.roles[k].bytes) / total;
     if (w <= 0) continue;
-    h += html_format("<rect class=\"r%zu\" x=\"%.1f\" y=\"0\" width=\"%.1f\" height=\"20\">"
-                     "<title>",
-                     k, x, w) +
+    h += html_format(
+             "<rect class=\"r%zu\" x=\"%.1f\" y=\"0\" width=\"%.1f\" height=\"20\">"
+             "<title>",
+             k, x, w) +
          html_escape(s.roles[k].role) + " " + html_bytes(s.roles[k].bytes) + "</title></rect>";
     x += w;
   }
@@ -64,10 +66,11 @@ std::string step_bars(const std::vector<RoleSplit> &steps) {
       double bh = height * static_cast<double>(s.roles[k].bytes) / static_cast<double>(top);
       if (bh <= 0) continue;
       y -= bh;
-      h += html_format("<rect class=\"r%zu\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
-                       "height=\"%.1f\"><title>step %llu: ",
-                       k, col * static_cast<double>(i) + col * 0.1, y, col * 0.8, bh,
-                       static_cast<unsigned long long>(s.step)) +
+      h += html_format(
+               "<rect class=\"r%zu\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
+               "height=\"%.1f\"><title>step %llu: ",
+               k, col * static_cast<double>(i) + col * 0.1, y, col * 0.8, bh,
+               static_cast<unsigned long long>(s.step)) +
            html_escape(s.roles[k].role) + " " + html_bytes(s.roles[k].bytes) + "</title></rect>";
     }
     h += html_format("<text x=\"%.1f\" y=\"%d\">%llu</text>", col * static_cast<double>(i),
@@ -91,9 +94,9 @@ std::string roles_html(const Report &r) {
       h += split_bar(r.ooms[k].roles, "At OOM " + std::to_string(k + 1) + " (asking " +
                                           html_bytes(r.ooms[k].requested_bytes) + ")");
   if (!r.peak_roles.roles.empty())
-    h += split_bar(r.peak_roles, "At the highest live total scanned" +
-                                     (r.peak_roles.step
-                                          ? " (step " + std::to_string(r.peak_roles.step) + ")"
+    h += split_bar(r.peak_roles,
+                   "At the highest live total scanned" +
+                       (r.peak_roles.step ? " (step " + std::to_string(r.peak_roles.step) + ")"
                                           : std::string()));
   if (!r.roles.roles.empty()) h += split_bar(r.roles, "At this report's scan (" + r.roles.at + ")");
   if (!r.role_steps.empty()) h += "<p>Per step scan:</p>\n" + step_bars(r.role_steps);

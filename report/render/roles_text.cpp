@@ -47,10 +47,10 @@ std::string role_table(const RoleSplit &split, const std::string &title) {
     std::snprintf(buf, sizeof buf, "  %-18s %12s %5.1f%%", e.role.c_str(), sized(e.bytes).c_str(),
                   100.0 * static_cast<double>(e.bytes) / total);
     out += buf;
-    if (e.count) out += "  " + std::to_string(e.count) +
-                        (e.role == "cuda_libraries" || e.role == "outside_framework"
-                             ? " allocation(s)"
-                             : " tensor(s)");
+    if (e.count)
+      out += "  " + std::to_string(e.count) +
+             (e.role == "cuda_libraries" || e.role == "outside_framework" ? " allocation(s)"
+                                                                          : " tensor(s)");
     out += "\n";
     for (size_t k = 0; k < e.modules.size() && k < kShownModules; ++k)
       out += "      " + sized(e.modules[k].bytes) + " in " + clean(e.modules[k].name) + "\n";

@@ -106,6 +106,22 @@ def scenario_program(name, mode):
                      r["summary"].get("library_held_bytes", 0), total)
             for e in r.get("library_held") or []:
                 print(f"  library_held: {describe(e)}")
+            # Memory by role at the exit scan (docs/roles.md): it adds up, and
+            # its CUDA libraries are library_held's.
+            split = r.get("memory_by_role")
+            if CHECK.true(f"{name} fixed: memory_by_role in P.json ({mode})", bool(split)):
+                roles = split["roles"]
+                print("  memory_by_role: " + ", ".join(f"{k} {v['bytes']}" for k, v in roles.items()))
+                CHECK.eq(f"{name} fixed: the roles add up to the live total ({mode})",
+                         sum(v["bytes"] for v in roles.values()), split["live_bytes"])
+                lib = roles["cuda_libraries"]["bytes"]
+                want_lib = r["summary"].get("library_held_bytes", 0)
+                CHECK.true(f"{name} fixed: cuda_libraries {lib} is library_held's {want_lib} "
+                           f"within 1% ({mode})", abs(lib - want_lib) <= want_lib / 100)
+                mods = roles["parameters"].get("modules") or []
+                CHECK.true(f"{name} fixed: parameters, if any, name a top-level module: {mods}",
+                           roles["parameters"]["bytes"] == 0 or
+                           (mods and mods[0]["module"] != "(no module)"))
 
         p, out, r = run_program(py, tmp, name, "leaky", mode)
         CHECK.true(f"{name} leaky ran ({mode}), got {p.returncode}", p.returncode in (0, 23))

@@ -6,6 +6,7 @@
 
 #include "report/analysis/analysis.h"
 #include "report/analysis/roles.h"
+#include "report/render/html_report.h"
 #include "report/render/report_json.h"
 #include "report/render/report_text.h"
 
@@ -112,6 +113,22 @@ TEST_CASE("a snapshot splits the live set by role and adds up", "[roles]") {
     CHECK(back.roles.live_bytes == s.live_bytes);
     CHECK(bytes_of(back.roles, "free_cache") == bytes_of(s, "free_cache"));
     CHECK(back.roles.roles[0].modules.at(0).name == "GPT");
+  }
+  SECTION("the HTML page draws the split, and a bar per step scan") {
+    r.role_steps = {r.roles, r.roles};
+    HtmlReportInput hin;
+    hin.report = &r;
+    hin.no_timeline = "no history";
+    std::string html = render_html_report(hin);
+    CHECK(html.find("<h2>Memory by role</h2>") != std::string::npos);
+    CHECK(html.find("At this report&#39;s scan (dump): 8.00 MiB live") != std::string::npos);
+    CHECK(html.find("<title>step 3: parameters 1.00 MiB</title>") != std::string::npos);
+    // A report without a split draws none, and carries none of its style.
+    Report plain;
+    hin.report = &plain;
+    std::string none = render_html_report(hin);
+    CHECK(none.find("Memory by role") == std::string::npos);
+    CHECK(none.find("svg.roles") == std::string::npos);
   }
   SECTION("P.txt has its table") {
     std::string text = report_to_text(r);

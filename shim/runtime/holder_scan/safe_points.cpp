@@ -337,11 +337,9 @@ void scan(ScanAt where) {
       // A step scan cut short only thins growth holders; the next one may finish.
       if (result.partial && budget > kStepBudget)
         log::warn("the holder scan stopped at its %.1f s budget; holders may be missing", budget);
-      log::debug(
-          "holder scan: %zu storage(s), %zu chain(s), %.1f ms (roles %.3f ms), %llu object(s) "
-          "skipped",
-          result.storages.size(), result.chains.size(), (t1 - t0) * 1e3, roles_ms,
-          static_cast<unsigned long long>(skipped));
+      log::debug("holder scan: %zu storage(s), %zu chain(s), %.1f ms, %llu object(s) skipped",
+                 result.storages.size(), result.chains.size(), (t1 - t0) * 1e3,
+                 static_cast<unsigned long long>(skipped));
       // Placed now, against what is live now: by exit a grower's blocks may
       // be freed (tensors mode) or its holders gone.
       std::vector<SiteHolders> sites;
@@ -366,11 +364,12 @@ void scan(ScanAt where) {
           }
           static constexpr const char *kAt[] = {"step", "dump", "exit"};
           double r0 = now_s();
-          snap = role_snapshot(now, oom_scan ? "oom" : kAt[static_cast<int>(where)], step,
-                               now_ns());
+          snap =
+              role_snapshot(now, oom_scan ? "oom" : kAt[static_cast<int>(where)], step, now_ns());
           // Memory by role's own cost, beside the scan's (docs/roles.md, "Cost").
-          log::debug("role snapshot: %zu live allocation(s), %zu site(s), %.3f ms", now.live.size(),
-                     snap.sites.size(), (now_s() - r0) * 1e3);
+          log::debug(
+              "role snapshot: %zu live allocation(s), %zu site(s), %.3f ms (in the scan: %.3f ms)",
+              now.live.size(), snap.sites.size(), (now_s() - r0) * 1e3, roles_ms);
         }
         result = std::move(now.holders);
       }
