@@ -29,6 +29,27 @@ enum class Part : uint8_t {
 constexpr size_t kBatch = 100000;
 constexpr uint64_t kMaxItems = 1u << 26;  // a count a damaged chunk cannot make absurd
 
+// A site's key (stack, Python stack, API, family), in the order every part
+// that names a site writes it.
+template <class Site>
+void put_site(ByteWriter &w, const Site &x) {
+  w.varint(x.stack);
+  w.varint(x.pystack);
+  w.varint(static_cast<uint16_t>(x.api));
+  w.u8(static_cast<uint8_t>(x.family));
+}
+
+template <class Site>
+bool get_site(ByteReader &r, Site &x) {
+  x.stack = static_cast<StackId>(r.varint());
+  x.pystack = static_cast<PyStackId>(r.varint());
+  x.api = static_cast<ApiId>(r.varint());
+  uint8_t fam = r.u8();
+  if (fam > static_cast<uint8_t>(kLastFamily)) return false;
+  x.family = static_cast<Family>(fam);
+  return true;
+}
+
 // Version 1's live allocation (part kind 1).
 bool get_event(ByteReader &r, Event &e) {
   e = Event{};
@@ -109,10 +130,7 @@ class CompactLive {
 void put_alloc(ByteWriter &w, const LiveAlloc &a) {
   w.varint(a.addr);
   w.varint(a.size);
-  w.varint(a.stack);
-  w.varint(a.pystack);
-  w.varint(static_cast<uint16_t>(a.api));
-  w.u8(static_cast<uint8_t>(a.family));
+  put_site(w, a);
   w.svarint(a.device);
   w.u8(static_cast<uint8_t>(a.detected_at));
 }
@@ -120,14 +138,10 @@ void put_alloc(ByteWriter &w, const LiveAlloc &a) {
 bool get_alloc(ByteReader &r, LiveAlloc &a) {
   a.addr = r.varint();
   a.size = r.varint();
-  a.stack = static_cast<StackId>(r.varint());
-  a.pystack = static_cast<PyStackId>(r.varint());
-  a.api = static_cast<ApiId>(r.varint());
-  uint8_t fam = r.u8();
+  if (!get_site(r, a)) return false;
   a.device = static_cast<int16_t>(r.svarint());
   uint8_t at = r.u8();
-  if (fam > static_cast<uint8_t>(kLastFamily) || at > 1) return false;
-  a.family = static_cast<Family>(fam);
+  if (at > 1) return false;
   a.detected_at = static_cast<DetectedAt>(at);
   return r.ok();
 }
@@ -170,10 +184,7 @@ void put_samples(ByteWriter &w, const std::vector<StepSample> &v, size_t from, s
         w.u8(1);  // same site, new figures
       } else {
         w.u8(2);
-        w.varint(x.stack);
-        w.varint(x.pystack);
-        w.varint(static_cast<uint16_t>(x.api));
-        w.u8(static_cast<uint8_t>(x.family));
+        put_site(w, x);
       }
       w.varint(x.bytes);
       w.varint(x.allocations);
@@ -201,12 +212,7 @@ bool get_samples(ByteReader &r, std::vector<StepSample> &v) {
         x = prev->sites[k];
         if (kind == 0) continue;
       } else if (kind == 2) {
-        x.stack = static_cast<StackId>(r.varint());
-        x.pystack = static_cast<PyStackId>(r.varint());
-        x.api = static_cast<ApiId>(r.varint());
-        uint8_t fam = r.u8();
-        if (fam > static_cast<uint8_t>(kLastFamily)) return false;
-        x.family = static_cast<Family>(fam);
+        if (!get_site(r, x)) return false;
       } else {
         return false;
       }
@@ -541,10 +547,7 @@ void OomSnapshotRecord::encode(ByteWriter &w) const {
   w.varint(tid);
   w.varint(sites.size());
   for (const SiteSample &x : sites) {
-    w.varint(x.stack);
-    w.varint(x.pystack);
-    w.varint(static_cast<uint16_t>(x.api));
-    w.u8(static_cast<uint8_t>(x.family));
+    put_site(w, x);
     w.varint(x.bytes);
     w.varint(x.allocations);
   }
@@ -557,12 +560,7 @@ bool OomSnapshotRecord::decode(ByteReader &r) {
   if (n > kMaxItems || n > r.remaining()) return false;
   sites.resize(n);
   for (SiteSample &x : sites) {
-    x.stack = static_cast<StackId>(r.varint());
-    x.pystack = static_cast<PyStackId>(r.varint());
-    x.api = static_cast<ApiId>(r.varint());
-    uint8_t fam = r.u8();
-    if (fam > static_cast<uint8_t>(kLastFamily)) return false;
-    x.family = static_cast<Family>(fam);
+    if (!get_site(r, x)) return false;
     x.bytes = r.varint();
     x.allocations = r.varint();
   }
