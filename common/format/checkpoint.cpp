@@ -29,6 +29,14 @@ enum class Part : uint8_t {
 constexpr size_t kBatch = 100000;
 constexpr uint64_t kMaxItems = 1u << 26;  // a count a damaged chunk cannot make absurd
 
+// A family byte; false for a value no family has (a damaged part).
+bool get_family(ByteReader &r, Family &f) {
+  uint8_t v = r.u8();
+  if (v > static_cast<uint8_t>(kLastFamily)) return false;
+  f = static_cast<Family>(v);
+  return true;
+}
+
 // A site's key (stack, Python stack, API, family), in the order every part
 // that names a site writes it.
 template <class Site>
@@ -44,9 +52,7 @@ bool get_site(ByteReader &r, Site &x) {
   x.stack = static_cast<StackId>(r.varint());
   x.pystack = static_cast<PyStackId>(r.varint());
   x.api = static_cast<ApiId>(r.varint());
-  uint8_t fam = r.u8();
-  if (fam > static_cast<uint8_t>(kLastFamily)) return false;
-  x.family = static_cast<Family>(fam);
+  if (!get_family(r, x.family)) return false;
   return true;
 }
 
@@ -62,9 +68,7 @@ bool get_event(ByteReader &r, Event &e) {
   e.pystack = static_cast<PyStackId>(r.varint());
   e.tid = static_cast<uint32_t>(r.varint());
   e.api = static_cast<ApiId>(r.varint());
-  uint8_t fam = r.u8();
-  if (fam > static_cast<uint8_t>(kLastFamily)) return false;
-  e.family = static_cast<Family>(fam);
+  if (!get_family(r, e.family)) return false;
   e.device = static_cast<int16_t>(r.svarint());
   e.context = static_cast<uint32_t>(r.varint());
   return r.ok();
@@ -113,9 +117,7 @@ class CompactLive {
     if (!(flags & kSameTid)) e.tid = static_cast<uint32_t>(r.varint());
     if (!(flags & kSameKind)) {
       e.api = static_cast<ApiId>(r.varint());
-      uint8_t fam = r.u8();
-      if (fam > static_cast<uint8_t>(kLastFamily)) return false;
-      e.family = static_cast<Family>(fam);
+      if (!get_family(r, e.family)) return false;
       e.device = static_cast<int16_t>(r.svarint());
       e.context = static_cast<uint32_t>(r.varint());
     }
