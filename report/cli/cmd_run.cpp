@@ -35,6 +35,8 @@ std::string self_dir() {
   return slash == std::string::npos ? std::string(".") : exe.substr(0, slash);
 }
 
+}  // namespace
+
 #include "install_layout.h"  // TORCHSEAL_SHIM_FROM_CLI (meson.build)
 
 // The shim that belongs to this CLI: the build tree layout first, then the
@@ -67,6 +69,8 @@ bool find_shim(std::string &path, std::string &error) {
           "; set TORCHSEAL_SHIM=/path/to/libtorchseal.so";
   return false;
 }
+
+namespace {
 
 bool set_env(const char *name, const std::string &value, std::string &error) {
   if (setenv(name, value.c_str(), 1) != 0) {

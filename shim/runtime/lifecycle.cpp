@@ -287,6 +287,28 @@ void note_cuda_initialised() {
 void mark_thread_internal() { t_depth = 1 << 20; }
 
 bool loaded_late() { return g_loaded_late; }
+void note_loaded_by_attach() { g_loaded_late = true; }
+
+size_t detach() {
+  g_record_fast.store(false);
+  int expected = static_cast<int>(ShimState::Active);
+  if (!g_state.compare_exchange_strong(expected, static_cast<int>(ShimState::Finished))) return 0;
+  ++t_depth;  // nothing below is a user allocation
+  // The callers' entries first: from here on their calls go straight to
+  // CUDA and no hook is entered anew.
+  size_t restored = got::restore_all();
+#ifdef TORCHSEAL_HAVE_CUPTI_BACKEND
+  cupti::stop();
+#endif
+  recorder().settle_ooms(true);
+  history::finish(true);  // joins the writer thread
+  uninstall_dump_signal();
+  uninstall_crash_flush();
+  --t_depth;
+  log::info("detached from pid %d: %zu GOT entries restored", static_cast<int>(getpid()),
+            restored);
+  return restored;
+}
 void request_late_attach() { g_attach_requested.store(true); }
 void set_interval_open(bool open) { g_interval_open.store(open); }
 

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 
 #include "shim/runtime/config.h"
@@ -48,6 +49,16 @@ void mark_thread_internal();
 // The shim was loaded after the CUDA libraries (torchseal.start(), or
 // the driver's injection at cuInit).
 bool loaded_late();
+// `torchseal attach` loaded the shim with dlopen: it is late whatever was
+// loaded before it (a process that has not loaded CUDA yet is patched as
+// its libraries arrive).
+void note_loaded_by_attach();
+// `torchseal attach` ends: recording stops, the callers' GOT entries get
+// their values back, CUPTI is released, the history ends and the writer
+// thread is joined, the signal handlers are the program's again. The shim
+// stays mapped (it is linked -z nodelete) and inert: its exit report is
+// off. Returns the GOT entries restored. Call with the interval closed.
+size_t detach();
 // torchseal_start() is about to wake a late shim: the process allocated
 // before it, so frees of unknown memory are pre-existing, and the callers'
 // GOT entries are pointed at the hooks.

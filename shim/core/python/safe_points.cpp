@@ -434,6 +434,17 @@ void fill(AnalysisInput &in) {
       }
 }
 
+void detach() {
+  g_on.store(false);
+  if (!g_exit_hook || !g_ns || !g_api.alive()) return;
+  py::Obj *et, *ev, *tb;
+  g_api.err_fetch(&et, &ev, &tb);
+  if (!run("import atexit\natexit.unregister(_exit_scan)\n", py::kFileInput))
+    log::warn("cannot unregister the exit-time holder scan");
+  g_exit_hook = false;
+  g_api.err_restore(et, ev, tb);
+}
+
 void reset_after_fork() {
   // Only this thread survives; the interpreter's own fork handling keeps
   // the namespace and the atexit hook valid in the child.

@@ -31,6 +31,10 @@ void before_dump();
 // The latest scan (the exit scan once it ran) and each OOM's holders.
 void fill(AnalysisInput &in);
 
+// `torchseal attach` detaching, GIL held at a safe point: no more scans,
+// and the atexit hook goes (the interpreter keeps no pointer into the shim).
+void detach();
+
 // Child side of fork: forget the parent's scans.
 void reset_after_fork();
 
