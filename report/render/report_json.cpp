@@ -423,6 +423,14 @@ void read_report(const json &j, Report &r) {
     }
   }
 
+  if (auto hn = j.find("held_now"); hn != j.end()) {
+    if (!hn->is_object()) fail("held_now", "expected an object");
+    r.held_now.present = true;
+    r.held_now.bytes = get_u64(*hn, "held_now", "bytes");
+    r.held_now.tensors = get_u64(*hn, "held_now", "tensors");
+    r.held_now.holders = read_holders(*hn, "held_now");
+  }
+
   if (auto mk = j.find("marks"); mk != j.end()) {
     if (!mk->is_array()) fail("marks", "expected an array");
     for (size_t i = 0; i < mk->size(); ++i) {
@@ -591,6 +599,12 @@ std::string report_to_json(const Report &r) {
       used.push_back({{"pattern", u.pattern}, {"allocations", u.allocations}, {"bytes", u.bytes}});
     }
     j["suppressions_used"] = std::move(used);
+  }
+  // Extra key, only in a snapshot (`torchseal attach --snapshot`).
+  if (r.held_now.present) {
+    j["held_now"] = {{"bytes", r.held_now.bytes},
+                     {"tensors", r.held_now.tensors},
+                     {"holders", holders_json(r.held_now.holders)}};
   }
   // Extra key, only for a history with marks (torchseal_mark).
   if (!r.marks.empty()) {

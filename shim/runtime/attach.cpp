@@ -180,7 +180,8 @@ void *controller(void *) {
     }
     usleep(20 * 1000);
   }
-  long long leaks = torchseal_stop();  // the report, with a fresh holder scan
+  // The report, with a fresh holder scan at the main thread's safe point.
+  long long leaks = end_interval_report(r.mode == Mode::Snapshot ? "snapshot" : "stop");
   if (leaks < 0)
     status("error no report was written to %s.json (the reason is on the process's stderr)",
            r.prefix.c_str());

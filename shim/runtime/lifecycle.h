@@ -65,6 +65,10 @@ size_t detach();
 void request_late_attach();
 // torchseal_start() .. torchseal_stop(): decides what the exit report does.
 void set_interval_open(bool open);
+// torchseal_stop() with its trigger: "stop", or "snapshot" (`torchseal
+// attach --snapshot`, whose report adds what Python holds now). Returns the
+// leaked allocations, or -1 (no interval, no report). interval.cpp.
+int64_t end_interval_report(const char *trigger);
 
 // Per-thread nesting depth of hooked calls. A runtime call that reaches the
 // driver through hooked pointers is one event, recorded by the outermost hook.

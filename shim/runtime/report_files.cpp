@@ -184,7 +184,8 @@ int64_t write_report(const char *trigger, const std::string &given_prefix) {
     }
     std::string prefix = given_prefix.empty() ? output_prefix() : given_prefix, error;
     if (prefix.empty()) return -1;
-    const bool interval = strcmp(trigger, "stop") == 0;
+    // A snapshot (`torchseal attach --snapshot`) ends an interval too.
+    const bool interval = strcmp(trigger, "stop") == 0 || strcmp(trigger, "snapshot") == 0;
     if (strcmp(trigger, "exit") != 0 && !interval) prefix += "." + std::to_string(++g_dump_seq);
     // The scan just taken at this safe point decides what Python still
     // holds, as the exit scan does at exit.

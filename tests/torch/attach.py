@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """`torchseal attach PID` on a real torch training loop (simcuda).
 
-    attach.py loop-tensors | loop-segments
+    attach.py loop-tensors | loop-segments | snapshot
 
 The loop is started plainly: simcuda on its library path, no torchseal
 preloaded. It imports the `torchseal` helper (as a user's script may) and
@@ -19,7 +19,9 @@ the venv's CPython 3.11), and checks:
     exits 0.
 loop-tensors: PYTORCH_NO_CUDA_MEMORY_CACHING=1 (each tensor its own
 cudaMalloc); loop-segments: the caching allocator, where the leak shows as
-the segments the list's tensors keep.
+the segments the list's tensors keep. snapshot: `--snapshot` lists what
+Python holds now, memory allocated before the attach included (`held_now`),
+then detaches the same way.
 """
 import json
 import os
@@ -80,6 +82,21 @@ def at_line(entries, script, line):
                    for f in e.get("python_frames") or [])]
 
 
+def check_snapshot(report, prog):
+    CHECK.eq("trigger", report.get("trigger"), "snapshot")
+    held = report.get("held_now") or {}
+    holders = held.get("holders") or []
+    by = {name: sum(h["bytes"] for h in holders if any(name in step for step in h["chain"]))
+          for name in ("pre", "history")}
+    # The list `pre` had 3000 tensors of 16 KiB; the loop pops one per step.
+    at_least = (3000 - len(prog.steps()) - 50) * (1 << 14)
+    CHECK.true("held_now has the tensors of `pre`, allocated before the attach",
+               by["pre"] >= at_least, (by, at_least, holders[:3]))
+    CHECK.true("and those of `history`", by["history"] > 0, holders[:5])
+    CHECK.true("its total covers its holders", held.get("bytes", 0) >= by["pre"] + by["history"],
+               held.get("bytes"))
+
+
 def scenario(mode):
     py = prerequisites()
     with tempfile.TemporaryDirectory(prefix="tseal-attach-torch-") as tmp:
@@ -88,6 +105,7 @@ def scenario(mode):
         stop = os.path.join(tmp, "stop")
         prefix = os.path.join(tmp, "attached")
         extra = {"PYTHONPATH": PYDIR}
+        snapshot = mode == "snapshot"
         if mode == "tensors":
             extra["PYTORCH_NO_CUDA_MEMORY_CACHING"] = "1"
         env = tier.sim_env(extra=extra)
@@ -103,7 +121,8 @@ def scenario(mode):
             before = gotview.read(prog.pid, where)
 
             n_steps = 8 if mode == "tensors" else 30
-            cli = Attach(CLI, [prog.pid, "--steps", n_steps, "-o", prefix])
+            how = ["--snapshot"] if snapshot else ["--steps", n_steps]
+            cli = Attach(CLI, [prog.pid] + how + ["-o", prefix])
             line = cli.err.wait_for(lambda l: "torchseal: attached" in l, 120)
             if not CHECK.true("the CLI says it attached", line, "\n".join(cli.err.all)):
                 cli.wait(60)
@@ -146,6 +165,9 @@ def scenario(mode):
                         if not l.startswith(("step ", "cupti subscribe", "exit ok", "ready"))][:10])
 
             report = load(prefix + ".json")
+            if snapshot:
+                check_snapshot(report, prog)
+                done()
             keep, pre = line_of("# KEEP"), line_of("# PRE")
             found = at_line(report.get("leaks"), script, keep) + \
                 at_line(report.get("reachable"), script, keep)
@@ -177,6 +199,8 @@ def main():
     s = sys.argv[1] if len(sys.argv) > 1 else ""
     if s in ("loop-tensors", "loop-segments"):
         scenario(s.split("-")[1])
+    if s == "snapshot":
+        scenario("snapshot")
     print(f"unknown scenario {s!r}")
     return 2
 
