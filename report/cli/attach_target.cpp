@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <climits>
 #include <cstring>
 #include <fstream>
@@ -116,11 +117,27 @@ bool inspect(pid_t pid, Target &t, std::string &error) {
     error = "no process with pid " + std::to_string(pid);
     return false;
   }
-  std::ifstream maps(proc + "/maps");
+  FILE *f = std::fopen((proc + "/maps").c_str(), "re");
+  std::string text;
+  if (f) {
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+    std::fclose(f);
+  }
+  if (text.empty()) {
+    int err = f ? EACCES : errno;  // an empty maps file: the kernel hid it from us
+    error = "cannot read " + proc + "/maps (" +
+            (err == EACCES || err == EPERM
+                 ? std::string("permission denied: attach as the process's user or with "
+                               "CAP_SYS_PTRACE")
+                 : std::string(std::strerror(err))) +
+            ")";
+    return false;
+  }
+  std::istringstream maps(text);
   std::string line;
-  bool any = false;
-  while (maps && std::getline(maps, line)) {
-    any = true;
+  while (std::getline(maps, line)) {
     Mapping m;
     std::istringstream in(line);
     std::string range, dev, inode;
@@ -131,14 +148,6 @@ bool inspect(pid_t pid, Target &t, std::string &error) {
     m.start = std::stoull(range.substr(0, dash), nullptr, 16);
     m.end = std::stoull(range.substr(dash + 1), nullptr, 16);
     t.maps.push_back(std::move(m));
-  }
-  if (!any) {
-    error = "cannot read " + proc + "/maps (" +
-            (errno == EACCES || errno == EPERM ? std::string("permission denied: attach as the "
-                                                             "process's user or with CAP_SYS_PTRACE")
-                                               : std::string(std::strerror(errno))) +
-            ")";
-    return false;
   }
   char buf[PATH_MAX];
   ssize_t n = readlink((proc + "/exe").c_str(), buf, sizeof buf - 1);
