@@ -359,7 +359,8 @@ CLI::App *add_attach_command(CLI::App &app, AttachOptions &opts) {
                   "track for this long, then report and detach: 60s, 5m, 1h (default 60s)");
   cmd->add_option("--steps", opts.steps,
                   "track N steps (torchseal.step() calls, else time windows of "
-                  "TORCHSEAL_STEP_SECONDS), then report and detach");
+                  "TORCHSEAL_STEP_SECONDS), then report and detach")
+      ->check(CLI::PositiveNumber);
   cmd->add_flag("--snapshot", opts.snapshot,
                 "report at once what Python holds now (a holder scan), then detach");
   cmd->add_option("-o,--output", opts.output,

@@ -86,7 +86,7 @@ def check_snapshot(report, prog):
     CHECK.eq("trigger", report.get("trigger"), "snapshot")
     held = report.get("held_now") or {}
     holders = held.get("holders") or []
-    by = {name: sum(h["bytes"] for h in holders if any(name in step for step in h["chain"]))
+    by = {name: sum(h["bytes"] for h in holders if any(f"'{name}'" in step for step in h["chain"]))
           for name in ("pre", "history")}
     # The list `pre` had 3000 tensors of 16 KiB; the loop pops one per step.
     at_least = (3000 - len(prog.steps()) - 50) * (1 << 14)
