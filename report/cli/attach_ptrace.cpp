@@ -244,8 +244,7 @@ class Injector {
         return "kernel.yama.ptrace_scope = 1 forbids attaching to " + who +
                ", which is not a child of torchseal (run with CAP_SYS_PTRACE, as root, or set "
                "kernel.yama.ptrace_scope = 0)";
-      return "permission denied to ptrace " + who +
-             " (attach as its user, or with CAP_SYS_PTRACE)";
+      return "permission denied to ptrace " + who + " (attach as its user, or with CAP_SYS_PTRACE)";
     }
     if (err == ESRCH) return "no process with pid " + std::to_string(pid_);
     return "cannot ptrace " + who + ": " + std::strerror(err);
@@ -284,7 +283,8 @@ bool inject_with_ptrace(const Target &t, const std::string &shim, const std::str
     dlerror_at = symbol_address(t, libdl, "dlerror");
   }
   if (!dlopen_at) {
-    error = "cannot find dlopen in pid " + std::to_string(t.pid) + " (no glibc libc or libdl mapped)";
+    error =
+        "cannot find dlopen in pid " + std::to_string(t.pid) + " (no glibc libc or libdl mapped)";
     return false;
   }
   if (shim.size() + request.size() + 32 > kScratch) {
@@ -296,8 +296,8 @@ bool inject_with_ptrace(const Target &t, const std::string &shim, const std::str
   uint64_t path_at = in.scratch(), request_at = (path_at + shim.size() + 1 + 15) & ~0xfULL;
   if (!write_memory(t.pid, path_at, shim.c_str(), shim.size() + 1) ||
       !write_memory(t.pid, request_at, request.c_str(), request.size() + 1)) {
-    error = std::string("cannot write into pid ") + std::to_string(t.pid) + ": " +
-            std::strerror(errno);
+    error =
+        std::string("cannot write into pid ") + std::to_string(t.pid) + ": " + std::strerror(errno);
     return false;
   }
   uint64_t handle = 0;
@@ -336,8 +336,9 @@ bool inject_with_ptrace(const Target &t, const std::string &shim, const std::str
 
 bool inject_with_ptrace(const Target &, const std::string &, const std::string &,
                         std::string &error) {
-  error = "before Python 3.14, attaching is implemented for x86_64 only; on this machine "
-          "it needs Python 3.14+ (sys.remote_exec)";
+  error =
+      "before Python 3.14, attaching is implemented for x86_64 only; on this machine "
+      "it needs Python 3.14+ (sys.remote_exec)";
   return false;
 }
 

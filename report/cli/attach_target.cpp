@@ -5,8 +5,8 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <climits>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <initializer_list>
@@ -37,7 +37,9 @@ bool dynsym(const std::string &file, const char *name, uint64_t &value, uint64_t
   if (std::memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_ident[EI_CLASS] != ELFCLASS64)
     return false;
   is_exec = eh->e_type == ET_EXEC;
-  auto in_file = [&](uint64_t off, uint64_t len) { return off <= data.size() && len <= data.size() - off; };
+  auto in_file = [&](uint64_t off, uint64_t len) {
+    return off <= data.size() && len <= data.size() - off;
+  };
   first_load = UINT64_MAX;
   if (!in_file(eh->e_phoff, uint64_t(eh->e_phnum) * sizeof(Elf64_Phdr))) return false;
   for (int i = 0; i < eh->e_phnum; ++i) {

@@ -19,11 +19,11 @@ struct Mapping {
 struct Target {
   pid_t pid = 0;
   std::vector<Mapping> maps;
-  std::string exe;           // /proc/PID/exe
-  std::string python;        // the mapped file exporting Py_AddPendingCall ("" when none)
-  unsigned py_version = 0;   // PY_VERSION_HEX (0 when unknown)
-  bool tracked = false;      // libtorchseal.so is mapped
-  std::string shim_mapped;   // its path then
+  std::string exe;          // /proc/PID/exe
+  std::string python;       // the mapped file exporting Py_AddPendingCall ("" when none)
+  unsigned py_version = 0;  // PY_VERSION_HEX (0 when unknown)
+  bool tracked = false;     // libtorchseal.so is mapped
+  std::string shim_mapped;  // its path then
 };
 
 // Reads the target; false with `error` (one line) when it cannot be read.

@@ -10,13 +10,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <dirent.h>
 #include <cerrno>
 #include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <dirent.h>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -36,7 +36,9 @@ constexpr double kDetachTimeout = 30;
 volatile sig_atomic_t g_interrupted = 0;
 void on_interrupt(int) { g_interrupted = 1; }
 
-void refuse(const std::string &why) { std::fprintf(stderr, "torchseal: attach: %s\n", why.c_str()); }
+void refuse(const std::string &why) {
+  std::fprintf(stderr, "torchseal: attach: %s\n", why.c_str());
+}
 
 double unix_now() {
   timespec ts;
@@ -95,17 +97,23 @@ bool inject_with_remote_exec(const attach::Target &t, const std::string &shim,
     f << "def _torchseal_attach():\n"
          "    import ctypes, os\n"
          "    try:\n"
-         "        lib = ctypes.CDLL(" << py_bytes(shim) << ".decode('utf-8', 'surrogateescape'),"
+         "        lib = ctypes.CDLL("
+      << py_bytes(shim)
+      << ".decode('utf-8', 'surrogateescape'),"
          " mode=os.RTLD_NOW | os.RTLD_LOCAL)\n"
          "        lib.torchseal_attach.restype = ctypes.c_int\n"
          "        lib.torchseal_attach.argtypes = [ctypes.c_char_p]\n"
-         "        rc = lib.torchseal_attach(" << py_bytes(request) << ")\n"
+         "        rc = lib.torchseal_attach("
+      << py_bytes(request)
+      << ")\n"
          "    except Exception as e:\n"
          "        rc, why = -1, 'cannot load the shim: ' + str(e).replace('\\n', ' ')\n"
          "    else:\n"
          "        why = 'the shim refused the request'\n"
          "    if rc != 0:\n"
-         "        with open(" << py_bytes(status) << ", 'a') as f:\n"
+         "        with open("
+      << py_bytes(status)
+      << ", 'a') as f:\n"
          "            f.write('error ' + why + '\\n')\n"
          "_torchseal_attach()\n"
          "del _torchseal_attach\n";
@@ -247,15 +255,18 @@ int attach_process(const AttachOptions &opts) {
     if (chown(dir.c_str(), proc_st.st_uid, proc_st.st_gid) != 0) {}
   }
   std::ostringstream req;
-  req << "mode=" << (opts.snapshot ? "snapshot" : opts.steps > 0 ? "steps" : "for") << "\n"
+  req << "mode="
+      << (opts.snapshot    ? "snapshot"
+          : opts.steps > 0 ? "steps"
+                           : "for")
+      << "\n"
       << "seconds=" << seconds << "\n"
       << "steps=" << opts.steps << "\n"
       << "prefix=" << prefix << "\n"
       << "control=" << dir << "\n"
       << "deadline=" << static_cast<long long>(unix_now() + kStartTimeout) << "\n";
-  bool injected = via == "remote-exec"
-                      ? inject_with_remote_exec(t, shim, req.str(), dir, error)
-                      : attach::inject_with_ptrace(t, shim, req.str(), error);
+  bool injected = via == "remote-exec" ? inject_with_remote_exec(t, shim, req.str(), dir, error)
+                                       : attach::inject_with_ptrace(t, shim, req.str(), error);
   if (!injected) {
     refuse(error);
     remove_dir(dir);
@@ -263,7 +274,8 @@ int attach_process(const AttachOptions &opts) {
   }
 
   // Ctrl-C ends the tracking early; the report is still written.
-  struct sigaction sa {}, old_int{}, old_term{};
+  struct sigaction sa {
+  }, old_int{}, old_term{};
   sa.sa_handler = on_interrupt;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, &old_int);
@@ -290,9 +302,10 @@ int attach_process(const AttachOptions &opts) {
         if (!attached) return finish(kExitUnusable);
       } else if (l.rfind("attached ", 0) == 0) {
         attached = true;
-        std::string what = opts.snapshot      ? std::string("a snapshot")
-                           : opts.steps > 0   ? std::to_string(opts.steps) + " step(s)"
-                                              : std::to_string(static_cast<long long>(seconds)) + " s";
+        std::string what = opts.snapshot ? std::string("a snapshot")
+                           : opts.steps > 0
+                               ? std::to_string(opts.steps) + " step(s)"
+                               : std::to_string(static_cast<long long>(seconds)) + " s";
         std::fprintf(stderr,
                      "torchseal: attached to pid %d (Python %s, via %s, backend %s); tracking "
                      "%s, Ctrl-C ends early\n",

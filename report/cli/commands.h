@@ -123,7 +123,7 @@ struct AttachOptions {
   std::string for_time;  // --for: "60s", "2m", "90"
   int64_t steps = 0;     // --steps N
   bool snapshot = false;
-  std::string output;    // -o PREFIX
+  std::string output;        // -o PREFIX
   std::string via = "auto";  // --via auto | remote-exec | ptrace
 };
 CLI::App *add_attach_command(CLI::App &app, AttachOptions &opts);

@@ -89,10 +89,14 @@ bool parse(const char *text, Request &r) {
     std::string key = line.substr(0, eq), value = line.substr(eq + 1);
     if (key == "mode") {
       have_mode = true;
-      if (value == "for") r.mode = Mode::For;
-      else if (value == "steps") r.mode = Mode::Steps;
-      else if (value == "snapshot") r.mode = Mode::Snapshot;
-      else return false;
+      if (value == "for")
+        r.mode = Mode::For;
+      else if (value == "steps")
+        r.mode = Mode::Steps;
+      else if (value == "snapshot")
+        r.mode = Mode::Snapshot;
+      else
+        return false;
     } else if (key == "seconds") {
       r.seconds = std::strtod(value.c_str(), nullptr);
     } else if (key == "steps") {
@@ -148,9 +152,10 @@ void rebind_module(bool to_shim) {
       "m = sys.modules.get('torchseal')\n"
       "if m is not None and hasattr(m, '_rebind'):\n";
   if (to_shim)
-    code += "    import ctypes, os\n"
-            "    m._rebind(ctypes.CDLL(" + py_literal(self_path()) +
-            ", mode=os.RTLD_NOW | os.RTLD_LOCAL))\n";
+    code +=
+        "    import ctypes, os\n"
+        "    m._rebind(ctypes.CDLL(" +
+        py_literal(self_path()) + ", mode=os.RTLD_NOW | os.RTLD_LOCAL))\n";
   else
     code += "    m._rebind(m._process_symbols())\n";
   if (!run_python(code)) log::warn("cannot rebind the program's torchseal module");

@@ -305,8 +305,7 @@ size_t detach() {
   uninstall_dump_signal();
   uninstall_crash_flush();
   --t_depth;
-  log::info("detached from pid %d: %zu GOT entries restored", static_cast<int>(getpid()),
-            restored);
+  log::info("detached from pid %d: %zu GOT entries restored", static_cast<int>(getpid()), restored);
   return restored;
 }
 void request_late_attach() { g_attach_requested.store(true); }
