@@ -190,9 +190,8 @@ def scenario_attach(python, via):
             CHECK.eq("every CUDA GOT entry holds its value from before", gotview.read(prog.pid, where),
                      before)
             steps_at_detach = len(prog.steps())
-            more = prog.out.wait_for(lambda l: l.startswith("step "), 30)
-            more = more and prog.out.wait_for(lambda l: l.startswith("step "), 30)
-            CHECK.true("the loop keeps stepping after the detach", more)
+            CHECK.true("the loop keeps stepping after the detach",
+                       prog.wait_steps(steps_at_detach + 5, 30))
             rc = prog.finish(stop)
             CHECK.eq("the loop exits 0", rc, 0, "\n".join(prog.out.all[-20:]))
             steps = prog.steps()

@@ -58,6 +58,15 @@ class Program:
         """The step numbers printed so far ("step N ...")."""
         return [int(l.split()[1]) for l in self.out.all if l.startswith("step ")]
 
+    def wait_steps(self, n, timeout):
+        """True once n step lines were printed in all (polls what came)."""
+        end = time.time() + timeout
+        while len(self.steps()) < n:
+            if time.time() > end or self.p.poll() is not None:
+                return len(self.steps()) >= n
+            time.sleep(0.05)
+        return True
+
     def finish(self, stop_file, timeout=120):
         open(stop_file, "w").close()
         try:

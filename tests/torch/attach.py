@@ -144,9 +144,8 @@ def scenario(mode):
             restored = [l for l in cli.err.all if "GOT entries restored" in l]
             CHECK.true("the CLI says how many entries it restored", restored, cli.err.all[-3:])
             at_detach = len(prog.steps())
-            more = prog.out.wait_for(lambda l: l.startswith("step "), 60)
-            more = more and prog.out.wait_for(lambda l: l.startswith("step "), 60)
-            CHECK.true("the loop keeps stepping after the detach", more)
+            CHECK.true("the loop keeps stepping after the detach",
+                       prog.wait_steps(at_detach + 5, 60))
             rc = prog.finish(stop, timeout=180)
             CHECK.eq("the loop exits 0", rc, 0, "\n".join(prog.out.all[-30:]))
             steps = prog.steps()
