@@ -22,10 +22,13 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <string>
 
 #include "shim/core/python/cpython_api.h"
@@ -168,6 +171,33 @@ bool stop_asked() {
 
 int on_detached(void *);
 
+// The final scan's handshake (on_final_scan).
+constexpr auto kFinalScanWait = std::chrono::seconds(5);
+std::mutex g_final_mutex;
+std::condition_variable g_final_cv;
+bool g_final_done = false;
+bool g_final_abandoned = false;  // the controller stopped waiting
+
+// Main thread, GIL held: the holder scan the report uses, and from its end
+// on nothing is recorded, so the report's live allocations are the ones the
+// scan saw (a tensor allocated after it would read as a leak). Inside a
+// step's scan (its Python reaches pending calls) it asks to run again.
+int on_final_scan(void *) {
+  std::unique_lock<std::mutex> lock(g_final_mutex);
+  if (g_final_done || g_final_abandoned) return 0;
+  lock.unlock();
+  if (!holders::scan_for_report()) {
+    if (g_api.add_pending_call(on_final_scan, nullptr) == 0) return 0;
+  }
+  pause_recording();
+  log::debug("final holder scan done; recording paused for the report");
+  lock.lock();
+  g_final_done = true;
+  lock.unlock();
+  g_final_cv.notify_all();
+  return 0;
+}
+
 // The request's end: its report, then the detach.
 void *controller(void *) {
   mark_thread_internal();
@@ -185,8 +215,26 @@ void *controller(void *) {
     }
     usleep(20 * 1000);
   }
-  // The report, with a fresh holder scan at the main thread's safe point.
-  long long leaks = end_interval_report(r.mode == Mode::Snapshot ? "snapshot" : "stop");
+  // The holder scan, then the freeze, on the main thread; the report is
+  // written here from that moment's state. A main thread blocked in native
+  // code past the wait: frozen from here, with the latest scan.
+  bool scanned = false;
+  if (g_api.add_pending_call(on_final_scan, nullptr) == 0) {
+    std::unique_lock<std::mutex> lock(g_final_mutex);
+    scanned = g_final_cv.wait_for(lock, kFinalScanWait, [] { return g_final_done; });
+  }
+  if (!scanned) {
+    std::lock_guard<std::mutex> lock(g_final_mutex);
+    g_final_abandoned = true;
+  }
+  if (!scanned) {
+    log::warn("the main thread reached no safe point for the final holder scan in %lld s; "
+              "the report uses the latest scan",
+              static_cast<long long>(kFinalScanWait.count()));
+    pause_recording();
+  }
+  long long leaks =
+      end_interval_report(r.mode == Mode::Snapshot ? "snapshot" : "stop", /*fresh_scan=*/false);
   if (leaks < 0)
     status("error no report was written to %s.json (the reason is on the process's stderr)",
            r.prefix.c_str());

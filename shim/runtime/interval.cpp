@@ -24,10 +24,10 @@ std::string *g_interval_prefix = nullptr;  // never freed: read at exit
 
 namespace torchseal {
 
-int64_t end_interval_report(const char *trigger) {
+int64_t end_interval_report(const char *trigger, bool fresh_scan) {
   std::lock_guard<std::mutex> lock(g_mutex);
   if (!is_active() || !g_interval_prefix || g_interval_prefix->empty()) return -1;
-  int64_t leaks = write_report(trigger, *g_interval_prefix);
+  int64_t leaks = write_report(trigger, *g_interval_prefix, fresh_scan);
   recorder().end_interval();
   set_interval_open(false);
   g_interval_prefix->clear();

@@ -59,6 +59,8 @@ bool g_loaded_late = false;
 // torchseal_start() woke a late shim: the process allocated before it.
 // (An injected shim wakes inside cuInit, before any allocation.)
 std::atomic<bool> g_attach_requested{false};
+// `torchseal attach` froze the recording for its final report (pause_recording).
+std::atomic<bool> g_paused{false};
 // An interval (torchseal_start) is open; its report prefix.
 std::atomic<bool> g_interval_open{false};
 
@@ -261,11 +263,12 @@ void note_first_record() {
   if (g_recorded_here.load()) return;
   start_history();
   g_recorded_here.store(true);
-  if (is_active() && hooks_record()) g_record_fast.store(true, std::memory_order_release);
+  if (is_active() && hooks_record() && !g_paused.load())
+    g_record_fast.store(true, std::memory_order_release);
 }
 
 bool hook_detail::record_slow() {
-  if (!ensure_active()) return false;
+  if (!ensure_active() || g_paused.load(std::memory_order_relaxed)) return false;
 #ifdef TORCHSEAL_HAVE_CUPTI_BACKEND
   if (cupti::claim_for_cupti()) return false;  // CUPTI records this call
 #endif
@@ -274,7 +277,8 @@ bool hook_detail::record_slow() {
 }
 
 void hooks_take_over() {
-  if (is_active() && g_recorded_here.load()) g_record_fast.store(true, std::memory_order_release);
+  if (is_active() && g_recorded_here.load() && !g_paused.load())
+    g_record_fast.store(true, std::memory_order_release);
 }
 
 void note_cuda_initialised() {
@@ -288,6 +292,14 @@ void mark_thread_internal() { t_depth = 1 << 20; }
 
 bool loaded_late() { return g_loaded_late; }
 void note_loaded_by_attach() { g_loaded_late = true; }
+
+void pause_recording() {
+  g_paused.store(true);
+  g_record_fast.store(false);
+#ifdef TORCHSEAL_HAVE_CUPTI_BACKEND
+  cupti::stop();
+#endif
+}
 
 size_t detach() {
   g_record_fast.store(false);

@@ -53,6 +53,12 @@ bool loaded_late();
 // loaded before it (a process that has not loaded CUDA yet is patched as
 // its libraries arrive).
 void note_loaded_by_attach();
+// `torchseal attach`'s final report: from the end of its holder scan on, no
+// call is recorded (CUPTI unsubscribes, the hooks pass calls through), so
+// the live allocations the report lists are those the scan saw; a tensor
+// allocated after the scan is not taken for a leak. The state stays active
+// for the report.
+void pause_recording();
 // `torchseal attach` ends: recording stops, the callers' GOT entries get
 // their values back, CUPTI is released, the history ends and the writer
 // thread is joined, the signal handlers are the program's again. The shim
@@ -67,8 +73,9 @@ void request_late_attach();
 void set_interval_open(bool open);
 // torchseal_stop() with its trigger: "stop", or "snapshot" (`torchseal
 // attach --snapshot`, whose report adds what Python holds now). Returns the
-// leaked allocations, or -1 (no interval, no report). interval.cpp.
-int64_t end_interval_report(const char *trigger);
+// leaked allocations, or -1 (no interval, no report). fresh_scan as
+// write_report's. interval.cpp.
+int64_t end_interval_report(const char *trigger, bool fresh_scan = true);
 
 // Per-thread nesting depth of hooked calls. A runtime call that reaches the
 // driver through hooked pointers is one event, recorded by the outermost hook.

@@ -22,7 +22,9 @@ void report_files_after_fork();
 // trigger "stop" (the end of a torchseal_start() interval) and "snapshot"
 // (`torchseal attach --snapshot`) write `prefix`.json/.txt, `prefix` as
 // given (relative to the working directory).
-int64_t write_report(const char *trigger, const std::string &prefix = {});
+// fresh_scan = false: the holder scan already taken is the one to use
+// (`torchseal attach` scanned, then froze the recording).
+int64_t write_report(const char *trigger, const std::string &prefix = {}, bool fresh_scan = true);
 // A shim attached by torchseal_start() writes its history (and an exit
 // report, if the interval is still open then) under the interval's prefix.
 void set_output_prefix(const std::string &prefix);

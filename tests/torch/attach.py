@@ -99,7 +99,8 @@ def check_snapshot(report, prog):
 
 def scenario(mode):
     py = prerequisites()
-    with tempfile.TemporaryDirectory(prefix="tseal-attach-torch-") as tmp:
+    keep_dir = os.environ.get("TSEAL_ATTACH_KEEP")  # a directory to leave the files in
+    with tempfile.TemporaryDirectory(prefix="tseal-attach-torch-", dir=keep_dir) as tmp:
         script = os.path.join(tmp, "train.py")
         open(script, "w").write(PROGRAM)
         stop = os.path.join(tmp, "stop")
@@ -191,6 +192,8 @@ def scenario(mode):
                        f"train.py:{keep}" in text and "history" in text, text[:3000])
         finally:
             prog.kill()
+            if keep_dir:
+                os.system(f"cp -r {tmp} {keep_dir}/last")
     done()
 
 

@@ -419,6 +419,14 @@ void before_dump() {
   s.done_cv.wait_for(lock, kDumpWait, [&] { return s.dumps_served >= mine; });
 }
 
+bool scan_for_report() {
+  if (!g_on.load() || !g_api.alive()) return true;  // nothing to scan
+  // Not inside a running scan: its Python code reaches pending calls too.
+  if (g_scanning || !safe_thread()) return false;
+  scan_here(ScanAt::Dump);
+  return true;
+}
+
 void fill(AnalysisInput &in) {
   if (!g_on.load()) return;
   State &s = S();
