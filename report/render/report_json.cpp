@@ -272,7 +272,7 @@ void read_report(const json &j, Report &r) {
   }
   r.version = kReportVersion;
   r.trigger = get_str(j, "", "trigger");
-  check_one_of(r.trigger, "trigger", {"exit", "signal", "oom", "api", "stop"});
+  check_one_of(r.trigger, "trigger", {"exit", "signal", "oom", "api", "stop", "snapshot"});
 
   const json &p = member(j, "", "process");
   r.process.pid = get_i64(p, "process", "pid");

@@ -25,6 +25,7 @@ then detaches the same way.
 """
 import json
 import os
+import subprocess
 import sys
 import tempfile
 
@@ -82,7 +83,7 @@ def at_line(entries, script, line):
                    for f in e.get("python_frames") or [])]
 
 
-def check_snapshot(report, prog):
+def check_snapshot(report, prog, prefix):
     CHECK.eq("trigger", report.get("trigger"), "snapshot")
     held = report.get("held_now") or {}
     holders = held.get("holders") or []
@@ -95,6 +96,13 @@ def check_snapshot(report, prog):
     CHECK.true("and those of `history`", by["history"] > 0, holders[:5])
     CHECK.true("its total covers its holders", held.get("bytes", 0) >= by["pre"] + by["history"],
                held.get("bytes"))
+    text = open(prefix + ".txt").read()
+    CHECK.true("the text report shows what is held now, `pre` first",
+               "Held now by Python objects" in text and "'pre'" in text, text[-2000:])
+    again = subprocess.run([CLI, "report", prefix + ".json"], capture_output=True, text=True)
+    CHECK.true("`torchseal report` reads the snapshot back",
+               again.returncode == 0 and "Held now by Python objects" in again.stdout,
+               again.stderr[-500:])
 
 
 def scenario(mode):
@@ -166,7 +174,7 @@ def scenario(mode):
 
             report = load(prefix + ".json")
             if snapshot:
-                check_snapshot(report, prog)
+                check_snapshot(report, prog, prefix)
                 done()
             keep, pre = line_of("# KEEP"), line_of("# PRE")
             found = at_line(report.get("leaks"), script, keep) + \
