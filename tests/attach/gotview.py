@@ -78,6 +78,10 @@ def slots(pid):
             if len(parts) < 6 or int(parts[2], 16) != 0:
                 continue
             path = parts[5].strip()
+            # A file replaced on disk since it was mapped (a rebuild) cannot
+            # be read for its relocations any more.
+            if path.endswith(" (deleted)"):
+                continue
             if path.startswith("/") and not skipped(path):
                 bases.setdefault(path, int(parts[0].split("-")[0], 16))
     out = []
