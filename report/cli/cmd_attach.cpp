@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <vector>
 
@@ -85,38 +86,25 @@ std::string version_text(unsigned hex) {
 }
 
 // sys.remote_exec(pid, script), run by the target's own interpreter binary
-// (the same version, as remote_exec needs). The script only loads the shim
-// and queues the request, like the ptrace path.
+// (the same version, as remote_exec needs). The script is the Python
+// helper's _remote_attach.py after one line with its arguments: it only
+// loads the shim and queues the request, like the ptrace path.
 bool inject_with_remote_exec(const attach::Target &t, const std::string &shim,
                              const std::string &request, const std::string &dir,
-                             std::string &error) {
+                             const std::string &helper, std::string &error) {
   std::string script = dir + "/attach.py";
   std::string status = dir + "/status";
+  std::ifstream in(helper);
+  std::string body((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (body.empty()) {
+    error = "cannot read " + helper;
+    return false;
+  }
   {
     std::ofstream f(script);
-    f << "def _torchseal_attach():\n"
-         "    import ctypes, os\n"
-         "    try:\n"
-         "        lib = ctypes.CDLL("
-      << py_bytes(shim)
-      << ".decode('utf-8', 'surrogateescape'),"
-         " mode=os.RTLD_NOW | os.RTLD_LOCAL)\n"
-         "        lib.torchseal_attach.restype = ctypes.c_int\n"
-         "        lib.torchseal_attach.argtypes = [ctypes.c_char_p]\n"
-         "        rc = lib.torchseal_attach("
-      << py_bytes(request)
-      << ")\n"
-         "    except Exception as e:\n"
-         "        rc, why = -1, 'cannot load the shim: ' + str(e).replace('\\n', ' ')\n"
-         "    else:\n"
-         "        why = 'the shim refused the request'\n"
-         "    if rc != 0:\n"
-         "        with open("
-      << py_bytes(status)
-      << ", 'a') as f:\n"
-         "            f.write('error ' + why + '\\n')\n"
-         "_torchseal_attach()\n"
-         "del _torchseal_attach\n";
+    f << "_TORCHSEAL_ATTACH = (" << py_bytes(shim) << ".decode('utf-8', 'surrogateescape'), "
+      << py_bytes(request) << ", " << py_bytes(status) << ".decode('utf-8', 'surrogateescape'))\n"
+      << body;
     if (!f) {
       error = "cannot write " + script;
       return false;
@@ -225,17 +213,28 @@ int attach_process(const AttachOptions &opts) {
            ") is not a Python process: no interpreter exporting Py_AddPendingCall is mapped");
     return kExitUnusable;
   }
+  std::string shim;
+  if (!find_shim(shim, error)) {
+    refuse(error);
+    return kExitUnusable;
+  }
+  // sys.remote_exec runs the helper's script: 3.14+, and the helper found.
+  const std::string helper_dir = find_python_helper(shim);
+  const std::string helper =
+      helper_dir.empty() ? std::string() : helper_dir + "/torchseal/_remote_attach.py";
   const bool remote_exec_ok = t.py_version >= 0x030e0000;
+  const bool have_helper = !helper.empty() && access(helper.c_str(), R_OK) == 0;
   std::string via = opts.via;
-  if (via == "auto") via = remote_exec_ok ? "remote-exec" : "ptrace";
+  if (via == "auto") via = remote_exec_ok && have_helper ? "remote-exec" : "ptrace";
   if (via == "remote-exec" && !remote_exec_ok) {
     refuse("--via remote-exec needs Python 3.14+; pid " + std::to_string(pid) + " runs " +
            version_text(t.py_version));
     return kExitUnusable;
   }
-  std::string shim;
-  if (!find_shim(shim, error)) {
-    refuse(error);
+  if (via == "remote-exec" && !have_helper) {
+    refuse(
+        "--via remote-exec needs the torchseal Python helper (torchseal/_remote_attach.py) "
+        "next to the shim; not found");
     return kExitUnusable;
   }
   const std::string prefix =
@@ -265,8 +264,9 @@ int attach_process(const AttachOptions &opts) {
       << "prefix=" << prefix << "\n"
       << "control=" << dir << "\n"
       << "deadline=" << static_cast<long long>(unix_now() + kStartTimeout) << "\n";
-  bool injected = via == "remote-exec" ? inject_with_remote_exec(t, shim, req.str(), dir, error)
-                                       : attach::inject_with_ptrace(t, shim, req.str(), error);
+  bool injected = via == "remote-exec"
+                      ? inject_with_remote_exec(t, shim, req.str(), dir, helper, error)
+                      : attach::inject_with_ptrace(t, shim, req.str(), error);
   if (!injected) {
     refuse(error);
     remove_dir(dir);

@@ -53,6 +53,9 @@ struct RunOptions {
 // The shim that belongs to this CLI (TORCHSEAL_SHIM overrides); false with
 // `error` when there is none.
 bool find_shim(std::string &path, std::string &error);
+// The directory holding the `torchseal` Python package that belongs to
+// `shim` and this CLI, or "" (cmd_run.cpp).
+std::string find_python_helper(const std::string &shim);
 
 CLI::App *add_run_command(CLI::App &app, RunOptions &opts);
 int run_command(const RunOptions &opts);  // without --fail-on-leak: returns only on failure
