@@ -16,6 +16,7 @@ Exit 0 pass, 1 fail, 77 skip (with the reason).
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -178,12 +179,23 @@ def scenario_attach(python, via):
                 done()
             where = gotview.slots(prog.pid)
             before = gotview.read(prog.pid, where)
-            cli = Attach(CLI, [prog.pid, "--for", "2s", "-o", prefix, "--via", via])
+            # remote-exec: --for 60s ended by Ctrl-C (SIGINT to the CLI).
+            interrupt = via == "remote-exec"
+            cli = Attach(CLI, [prog.pid, "--for", "60s" if interrupt else "2s", "-o", prefix,
+                               "--via", via])
+            t0 = time.time()
             line = cli.err.wait_for(lambda l: "torchseal: attached" in l, 60)
             CHECK.true("the CLI says it attached", line, "\n".join(cli.err.all))
             threads_during = torchseal_threads(prog.pid)
+            if interrupt:
+                time.sleep(1)
+                cli.p.send_signal(signal.SIGINT)
             rc = cli.wait(120)
             CHECK.eq("attach exits 0", rc, 0, "\n".join(cli.err.all))
+            if interrupt:
+                CHECK.true("Ctrl-C ended the tracking early, with its report",
+                           time.time() - t0 < 45 and any("ending early" in l for l in cli.err.all),
+                           cli.err.all)
             CHECK.true("torchseal threads ran while attached", "torchseal-wr" in threads_during,
                        threads_during)
             CHECK.eq("no torchseal thread is left", torchseal_threads(prog.pid), [])
