@@ -154,6 +154,16 @@ std::vector<std::string> status_lines(const std::string &dir) {
   return out;
 }
 
+// The shim's log lines written since `at`, to our stderr.
+void forward_log(const std::string &dir, std::streamoff &at) {
+  std::ifstream f(dir + "/log");
+  if (!f || !f.seekg(at)) return;
+  for (std::string l; std::getline(f, l) && !f.eof();) {
+    std::fprintf(stderr, "%s\n", l.c_str());
+    at = f.tellg();
+  }
+}
+
 bool alive(pid_t pid) { return kill(pid, 0) == 0 || errno == EPERM; }
 
 // Threads of `pid` named torchseal-*.
@@ -173,7 +183,7 @@ std::vector<std::string> torchseal_threads(pid_t pid) {
 }
 
 void remove_dir(const std::string &dir) {
-  for (const char *f : {"/status", "/stop", "/attach.py"}) unlink((dir + f).c_str());
+  for (const char *f : {"/status", "/stop", "/attach.py", "/log"}) unlink((dir + f).c_str());
   rmdir(dir.c_str());
 }
 
@@ -293,7 +303,9 @@ int attach_process(const AttachOptions &opts) {
   const double started = unix_now();
   double reported_at = 0;
   size_t seen = 0;
+  std::streamoff log_at = 0;
   for (;;) {
+    forward_log(dir, log_at);
     std::vector<std::string> lines = status_lines(dir);
     for (; seen < lines.size(); ++seen) {
       const std::string &l = lines[seen];
@@ -346,6 +358,7 @@ int attach_process(const AttachOptions &opts) {
     }
     sleep_s(0.05);
   }
+  forward_log(dir, log_at);
   // The controller thread ends right after it hands over; the main thread
   // joined it before writing "detached".
   std::vector<std::string> left;

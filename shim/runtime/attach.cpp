@@ -15,6 +15,7 @@
 #include "torchseal.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -36,6 +37,7 @@
 #include "shim/core/recorder.h"
 #include "shim/runtime/lifecycle.h"
 #include "shim/runtime/log.h"
+#include "shim/runtime/log_sink.h"
 
 namespace torchseal {
 namespace {
@@ -228,9 +230,10 @@ void *controller(void *) {
     g_final_abandoned = true;
   }
   if (!scanned) {
-    log::warn("the main thread reached no safe point for the final holder scan in %lld s; "
-              "the report uses the latest scan",
-              static_cast<long long>(kFinalScanWait.count()));
+    log::warn(
+        "the main thread reached no safe point for the final holder scan in %lld s; "
+        "the report uses the latest scan",
+        static_cast<long long>(kFinalScanWait.count()));
     pause_recording();
   }
   long long leaks =
@@ -253,6 +256,9 @@ int on_detached(void *) {
   pthread_join(g_controller, nullptr);  // it returned right after queuing this call
   holders::detach();
   rebind_module(false);
+  // Every thread that logged is gone or paused: the descriptor can close.
+  int log_fd = log::set_fd(STDERR_FILENO);
+  if (log_fd != STDERR_FILENO) close(log_fd);
   status("detached");
   return 0;
 }
@@ -269,6 +275,10 @@ int on_attach(void *) {
     return 0;
   }
   note_loaded_by_attach();
+  // The shim's lines go to the CLI (it forwards them), not into the
+  // process's own stderr.
+  int log_fd = open((r.control + "/log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (log_fd >= 0) log::set_fd(log_fd);
   if (torchseal_start(r.prefix.c_str()) != 0) {
     status("error the late start failed (the reason is on the process's stderr)");
     return 0;
