@@ -320,6 +320,7 @@ size_t detach() {
   log::info("detached from pid %d: %zu GOT entries restored", static_cast<int>(getpid()), restored);
   return restored;
 }
+
 void request_late_attach() { g_attach_requested.store(true); }
 void set_interval_open(bool open) { g_interval_open.store(open); }
 
