@@ -8,7 +8,7 @@ leaking line found, detached, and it runs on unharmed. And the refusals.
 refusals: not found, not Python, already tracked, not permitted (another
 user), bad arguments: one line `torchseal: attach: ...`, exit 2, and the
 target runs on.
-ptrace-3.11: the machine's python3, through ptrace.
+ptrace-python3: the python3 running this test, through ptrace.
 remote-exec-3.14 / ptrace-3.14: CPython 3.14 (scripts/python-interpreters),
 through sys.remote_exec and through ptrace (its own, newer glibc).
 Exit 0 pass, 1 fail, 77 skip (with the reason).
@@ -243,9 +243,8 @@ def scenario_attach(python, via):
 def main():
     if SCENARIO == "refusals":
         scenario_refusals()
-    if SCENARIO == "ptrace-3.11":
-        scenario_attach(sys.executable if sys.version_info[:2] == (3, 11) else "/usr/bin/python3",
-                        "ptrace")
+    if SCENARIO == "ptrace-python3":
+        scenario_attach(sys.executable, "ptrace")
     if SCENARIO in ("remote-exec-3.14", "ptrace-3.14"):
         path, why = python_314()
         if not path:
