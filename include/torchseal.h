@@ -61,6 +61,14 @@ TORCHSEAL_API int torchseal_start(const char *prefix);
  * (no interval, no report). */
 TORCHSEAL_API long long torchseal_stop(void);
 
+/* What `torchseal attach PID` calls inside the process it loaded the shim
+ * into (docs/attach.md); not meant for programs. `request` holds
+ * "key=value" lines (mode, seconds or steps, prefix, control, deadline).
+ * Any thread may call it: it only queues the late start for the main
+ * thread's next Python safe point. Returns 0 when queued, -1 otherwise
+ * (a second call, a malformed request, no Python in the process). */
+TORCHSEAL_API int torchseal_attach(const char *request);
+
 #ifdef __cplusplus
 }
 #endif

@@ -10,6 +10,7 @@ namespace torchseal::log {
 namespace {
 
 std::atomic<int> g_level{static_cast<int>(Level::Warn)};
+std::atomic<int> g_fd{STDERR_FILENO};
 
 void emit(Level lvl, const char *fmt, va_list ap) {
   if (static_cast<int>(lvl) > g_level.load(std::memory_order_relaxed)) return;
@@ -23,11 +24,13 @@ void emit(Level lvl, const char *fmt, va_list ap) {
   for (size_t i = static_cast<size_t>(n); i < len; ++i)
     if (buf[i] == '\n' || buf[i] == '\r') buf[i] = ' ';
   buf[len++] = '\n';
-  ssize_t ignored = ::write(STDERR_FILENO, buf, len);
+  ssize_t ignored = ::write(g_fd.load(std::memory_order_relaxed), buf, len);
   (void)ignored;
 }
 
 }  // namespace
+
+int set_fd(int fd) { return g_fd.exchange(fd); }
 
 void set_level(Level level) { g_level.store(static_cast<int>(level), std::memory_order_relaxed); }
 Level level() { return static_cast<Level>(g_level.load(std::memory_order_relaxed)); }

@@ -7,6 +7,10 @@ namespace torchseal::log {
 
 enum class Level : int { Off = 0, Error = 1, Warn = 2, Info = 3, Debug = 4 };
 
+// Where every later line goes: stderr, unless `torchseal attach` points the
+// lines at a file the CLI forwards, so an attached process's own output
+// stays its own. STDERR_FILENO goes back; returns the descriptor replaced.
+int set_fd(int fd);
 void set_level(Level level);
 Level level();
 

@@ -301,6 +301,16 @@ Report analyze(const AnalysisInput &in, Symbolizer &symbolizer, const AnalysisOp
   r.peak_roles = split_roles(in.roles_peak, in, sites, opts.library_held);
   for (const RoleSnapshot &snap : in.role_steps)
     r.role_steps.push_back(split_roles(snap, in, sites, opts.library_held, false));
+  // ---- a snapshot: everything the scan found, before the attach too ----
+  if (in.trigger == "snapshot" && in.holders.done) {
+    r.held_now.present = true;
+    for (const HeldStorage &h : in.holders.storages) {
+      r.held_now.bytes += h.bytes;
+      ++r.held_now.tensors;
+    }
+    constexpr size_t kSnapshotHolders = 20;  // a snapshot is read for its largest holders
+    r.held_now.holders = all_holders(in.holders, kSnapshotHolders);
+  }
   // ---- growth across training steps (docs/pytorch.md, "Growth") ----
   r.growth = detect_growth(in, symbolizer, opts.growth);
   if (opts.is_suppressed) {

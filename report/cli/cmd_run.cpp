@@ -35,6 +35,8 @@ std::string self_dir() {
   return slash == std::string::npos ? std::string(".") : exe.substr(0, slash);
 }
 
+}  // namespace
+
 #include "install_layout.h"  // TORCHSEAL_SHIM_FROM_CLI (meson.build)
 
 // The shim that belongs to this CLI: the build tree layout first, then the
@@ -67,6 +69,28 @@ bool find_shim(std::string &path, std::string &error) {
           "; set TORCHSEAL_SHIM=/path/to/libtorchseal.so";
   return false;
 }
+
+// Directory holding the helper package (torchseal/__init__.py) that belongs
+// to this shim and CLI: next to the installed shim
+// (<libdir>/torchseal/python), else the build tree (build/python, a sibling
+// of build/report). Empty when neither has it.
+std::string find_python_helper(const std::string &shim) {
+  std::vector<std::string> dirs;
+  size_t slash = shim.rfind('/');
+  if (slash != std::string::npos) dirs.push_back(shim.substr(0, slash) + "/python");
+  if (std::string self = self_dir(); !self.empty()) {
+    dirs.push_back(self + "/../python");
+    dirs.push_back(self + "/../lib/torchseal/python");
+  }
+  for (const std::string &d : dirs) {
+    if (!is_file(d + "/torchseal/__init__.py")) continue;
+    char real[PATH_MAX];
+    return realpath(d.c_str(), real) ? std::string(real) : d;
+  }
+  return {};
+}
+
+namespace {
 
 bool set_env(const char *name, const std::string &value, std::string &error) {
   if (setenv(name, value.c_str(), 1) != 0) {
@@ -150,25 +174,6 @@ bool set_setting_variables(const RunOptions &opts, const std::string &output, st
 
 // ---- the `torchseal` Python helper ----
 
-// Directory holding the helper package (torchseal/__init__.py) that belongs
-// to this shim and CLI: next to the installed shim
-// (<libdir>/torchseal/python), else the build tree (build/python, a sibling
-// of build/report). Empty when neither has it.
-std::string find_python_helper(const std::string &shim) {
-  std::vector<std::string> dirs;
-  size_t slash = shim.rfind('/');
-  if (slash != std::string::npos) dirs.push_back(shim.substr(0, slash) + "/python");
-  if (std::string self = self_dir(); !self.empty()) {
-    dirs.push_back(self + "/../python");
-    dirs.push_back(self + "/../lib/torchseal/python");
-  }
-  for (const std::string &d : dirs) {
-    if (!is_file(d + "/torchseal/__init__.py")) continue;
-    char real[PATH_MAX];
-    return realpath(d.c_str(), real) ? std::string(real) : d;
-  }
-  return {};
-}
 
 // Prepends the helper to PYTHONPATH so `import torchseal` in CMD gets the
 // helper matching this shim. Not finding it is not an error: CMD may not be

@@ -50,6 +50,13 @@ struct RunOptions {
     return setting_values[static_cast<size_t>(id)];
   }
 };
+// The shim that belongs to this CLI (TORCHSEAL_SHIM overrides); false with
+// `error` when there is none.
+bool find_shim(std::string &path, std::string &error);
+// The directory holding the `torchseal` Python package that belongs to
+// `shim` and this CLI, or "" (cmd_run.cpp).
+std::string find_python_helper(const std::string &shim);
+
 CLI::App *add_run_command(CLI::App &app, RunOptions &opts);
 int run_command(const RunOptions &opts);  // without --fail-on-leak: returns only on failure
 
@@ -113,6 +120,17 @@ struct MergeOptions {
 };
 CLI::App *add_merge_command(CLI::App &app, MergeOptions &opts);
 int merge_command(const MergeOptions &opts);
+
+struct AttachOptions {
+  int pid = 0;
+  std::string for_time;  // --for: "60s", "2m", "90"
+  int64_t steps = 0;     // --steps N
+  bool snapshot = false;
+  std::string output;        // -o PREFIX
+  std::string via = "auto";  // --via auto | remote-exec | ptrace
+};
+CLI::App *add_attach_command(CLI::App &app, AttachOptions &opts);
+int attach_command(const AttachOptions &opts);
 
 // Loads each path (P.json, or P.tseal replayed) with the suppressions file
 // (may be empty) applied; prints warnings, and on failure the one-line

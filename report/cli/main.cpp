@@ -18,6 +18,7 @@ int main(int argc, char **argv) {
       "torchseal finds CUDA memory leaks: allocations still live at exit or at context\n"
       "teardown, with the native and Python stacks that made them.\n\n"
       "  torchseal run [OPTIONS] -- CMD...    run CMD with the detector preloaded\n"
+      "  torchseal attach PID                track a running Python process, then detach\n"
       "  torchseal report FILE               print the report stored in FILE\n"
       "  torchseal export P.tseal ...        convert a history for memory_viz / Perfetto\n"
       "  torchseal check REPORT...           CI gate: exit 1 on leaks over the limits\n"
@@ -47,6 +48,8 @@ int main(int argc, char **argv) {
   CLI::App *diff = add_diff_command(app, diff_opts);
   MergeOptions merge_opts;
   CLI::App *merge = add_merge_command(app, merge_opts);
+  AttachOptions attach_opts;
+  CLI::App *attach = add_attach_command(app, attach_opts);
 
   // CLI11 would call an unknown word a missing subcommand; say what it is.
   auto known = [&app](const std::string &word) {
@@ -82,5 +85,6 @@ int main(int argc, char **argv) {
   if (baseline->parsed()) return baseline_command(baseline_opts);
   if (diff->parsed()) return diff_command(diff_opts);
   if (merge->parsed()) return merge_command(merge_opts);
+  if (attach->parsed()) return attach_command(attach_opts);
   return kExitUnusable;
 }

@@ -150,12 +150,22 @@ struct SuppressionUse {
   uint64_t bytes = 0;
 };
 
+// A snapshot (`torchseal attach --snapshot`, trigger "snapshot"): what
+// Python objects hold now, memory allocated before the attach included
+// (the holder scan's view, docs/report-format.md).
+struct HeldNow {
+  bool present = false;
+  uint64_t bytes = 0;
+  uint64_t tensors = 0;
+  std::vector<Holder> holders;  // largest first
+};
+
 inline constexpr const char *kReportFormat = "torchseal-report";
 inline constexpr int kReportVersion = 1;
 
 struct Report {
   int version = kReportVersion;
-  std::string trigger = "exit";  // exit | signal | oom | api | stop
+  std::string trigger = "exit";  // exit | signal | oom | api | stop | snapshot
   ProcessInfo process;
   Summary summary;
   std::vector<LeakEntry> leaks;  // bytes descending
@@ -170,6 +180,7 @@ struct Report {
   std::vector<InvalidFreeEntry> invalid_frees;
   std::vector<SuppressionUse> suppressions_used;  // file order of first use
   std::vector<Mark> marks;                        // oldest first; from history files
+  HeldNow held_now;                               // snapshots only
   HistoryReadInfo history;  // a report read from a history: what was read, which window
   // Memory by role (docs/roles.md): at this report's scan, at the scan with
   // the highest live total, and the step scans' totals (no modules or sites).

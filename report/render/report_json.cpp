@@ -281,7 +281,7 @@ void read_report(const json &j, Report &r) {
   }
   r.version = kReportVersion;
   r.trigger = get_str(j, "", "trigger");
-  check_one_of(r.trigger, "trigger", {"exit", "signal", "oom", "api", "stop"});
+  check_one_of(r.trigger, "trigger", {"exit", "signal", "oom", "api", "stop", "snapshot"});
 
   const json &p = member(j, "", "process");
   r.process.pid = get_i64(p, "process", "pid");
@@ -453,6 +453,14 @@ void read_report(const json &j, Report &r) {
       u.bytes = get_u64((*su)[i], pth, "bytes");
       r.suppressions_used.push_back(std::move(u));
     }
+  }
+
+  if (auto hn = j.find("held_now"); hn != j.end()) {
+    if (!hn->is_object()) fail("held_now", "expected an object");
+    r.held_now.present = true;
+    r.held_now.bytes = get_u64(*hn, "held_now", "bytes");
+    r.held_now.tensors = get_u64(*hn, "held_now", "tensors");
+    r.held_now.holders = read_holders(*hn, "held_now");
   }
 
   if (auto mk = j.find("marks"); mk != j.end()) {
@@ -629,6 +637,12 @@ std::string report_to_json(const Report &r) {
   if (!r.roles.roles.empty()) j["memory_by_role"] = role_split_json(r.roles);
   if (!r.peak_roles.roles.empty()) j["memory_by_role_at_peak"] = role_split_json(r.peak_roles);
   if (!r.role_steps.empty()) j["memory_by_role_steps"] = role_steps_json(r.role_steps);
+  // Extra key, only in a snapshot (`torchseal attach --snapshot`).
+  if (r.held_now.present) {
+    j["held_now"] = {{"bytes", r.held_now.bytes},
+                     {"tensors", r.held_now.tensors},
+                     {"holders", holders_json(r.held_now.holders)}};
+  }
   // Extra key, only for a history with marks (torchseal_mark).
   if (!r.marks.empty()) {
     ojson marks = ojson::array();

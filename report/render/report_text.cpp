@@ -188,6 +188,7 @@ std::string report_to_text(const Report &r) {
   // An interval report (torchseal_start .. torchseal_stop) ends at the stop.
   const std::string at_end = r.history.windowed    ? "at the window's end"
                              : r.trigger == "stop" ? "at stop"
+                             : r.trigger == "snapshot" ? "at the snapshot"
                                                    : "at exit";
   const std::string cwd = working_dir();
   bool anything =
@@ -276,6 +277,13 @@ std::string report_to_text(const Report &r) {
       }
     }
     append_holders(out, o.holders, "  ");
+  }
+
+  if (r.held_now.present) {
+    out += "\nHeld now by Python objects (a snapshot: memory allocated before the attach\n"
+           "included): " + u64(r.held_now.bytes) + " byte(s) in " + u64(r.held_now.tensors) +
+           " tensor storage(s)\n";
+    append_holders(out, r.held_now.holders, "  ");
   }
 
   out += hints_section(r);

@@ -51,6 +51,10 @@ class Recorder {
   // whatever thread calls it; only the hooks skip internal threads).
   void on_dump(DumpTrigger trigger);
   bool explicit_steps() const { return steps_.load(std::memory_order_relaxed) != 0; }
+  // Steps so far: the program's own, or time windows (`window`).
+  uint64_t steps_seen(bool window) const {
+    return (window ? windows_ : steps_).load(std::memory_order_relaxed);
+  }
   // VMM address-space operations: they own no memory; maps and unmaps also
   // keep the current mappings, which place tensors in their handles.
   void on_vmm_range(Op op, uint64_t addr, uint64_t size, uint64_t handle);

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_set>
+#include <vector>
 
 #include "shim/core/loader_walk.h"
 #include "shim/intercept/dlsym_hook.h"
@@ -25,6 +26,15 @@ std::atomic<bool> g_patched{false};
 std::unordered_set<uintptr_t> *g_done = nullptr;  // load bases already patched
 void *g_self = nullptr;                           // our own dlopen handle
 uintptr_t g_self_base = 0;
+
+// What each rewritten slot held, to put it back at detach.
+struct Saved {
+  uintptr_t base;  // the object's load base: it may have been unloaded since
+  uintptr_t slot;
+  void *original;
+  uintptr_t relro_lo, relro_hi;
+};
+std::vector<Saved> *g_saved = nullptr;  // under g_mutex
 
 bool is_cuda_name(const char *n) {
   if (n[0] != 'c' || n[1] != 'u') return false;
@@ -126,7 +136,12 @@ size_t patch_relocs(const dl_phdr_info *info, const Dynamic &d, const ElfW(Rela)
     if (sym.st_shndx != SHN_UNDEF || !is_cuda_name(name)) continue;
     void *hook = our_hook(name);
     if (!hook) continue;
-    if (write_slot(info->dlpi_addr + r[i].r_offset, hook, relro_lo, relro_hi)) ++n;
+    uintptr_t slot = info->dlpi_addr + r[i].r_offset;
+    void *original = __atomic_load_n(reinterpret_cast<void **>(slot), __ATOMIC_ACQUIRE);
+    if (original == hook) continue;
+    if (!write_slot(slot, hook, relro_lo, relro_hi)) continue;
+    g_saved->push_back({info->dlpi_addr, slot, original, relro_lo, relro_hi});
+    ++n;
   }
   return n;
 }
@@ -170,6 +185,7 @@ bool find_self() {
 size_t patch_loaded_objects() {
   std::lock_guard<std::mutex> lock(g_mutex);
   if (!g_done) g_done = new std::unordered_set<uintptr_t>();
+  if (!g_saved) g_saved = new std::vector<Saved>();
   if (!find_self()) return 0;
   size_t n = 0;
   LoaderWalkGuard walking;
@@ -198,6 +214,29 @@ void patch_new_objects() {
   if (adds == seen) return;
   seen = adds;
   patch_loaded_objects();
+}
+
+size_t restore_all() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_patched.store(false, std::memory_order_release);  // the writer patches nothing more
+  if (!g_saved) return 0;
+  std::unordered_set<uintptr_t> loaded;
+  {
+    LoaderWalkGuard walking;
+    dl_iterate_phdr(
+        [](dl_phdr_info *info, size_t, void *out) {
+          static_cast<std::unordered_set<uintptr_t> *>(out)->insert(info->dlpi_addr);
+          return 0;
+        },
+        &loaded);
+  }
+  size_t n = 0;
+  // Only objects still loaded: an unloaded one's slots are gone with it.
+  for (const Saved &e : *g_saved)
+    if (loaded.count(e.base) && write_slot(e.slot, e.original, e.relro_lo, e.relro_hi)) ++n;
+  g_saved->clear();
+  g_done->clear();
+  return n;
 }
 
 }  // namespace torchseal::got

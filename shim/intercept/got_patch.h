@@ -31,4 +31,10 @@ bool patched();
 // wrapper would replace with ours.
 void patch_new_objects();
 
+// Puts back every entry the patch rewrote, still holding the value it held
+// before (`torchseal attach` detaching): the process calls CUDA as it did
+// before the attach. No later object is patched. Returns how many entries
+// were restored.
+size_t restore_all();
+
 }  // namespace torchseal::got

@@ -12,6 +12,7 @@ namespace {
 constexpr int kSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
 constexpr int kFlushTimeoutMs = 500;
 struct sigaction g_previous[65];
+bool g_installed[65];
 std::atomic<int> g_in_handler{0};
 
 void on_fatal(int signo, siginfo_t *info, void *uctx) {
@@ -50,7 +51,18 @@ void install_crash_flush() {
     sa.sa_sigaction = on_fatal;
     sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
     sigemptyset(&sa.sa_mask);
-    sigaction(sig, &sa, &g_previous[sig]);
+    g_installed[sig] = sigaction(sig, &sa, &g_previous[sig]) == 0;
+  }
+}
+
+void uninstall_crash_flush() {
+  for (int sig : kSignals) {
+    if (!g_installed[sig]) continue;
+    g_installed[sig] = false;
+    struct sigaction current {};
+    if (sigaction(sig, nullptr, &current) == 0 && (current.sa_flags & SA_SIGINFO) &&
+        current.sa_sigaction == on_fatal)
+      sigaction(sig, &g_previous[sig], nullptr);
   }
 }
 

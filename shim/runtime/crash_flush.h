@@ -7,5 +7,7 @@
 namespace torchseal {
 
 void install_crash_flush();
+// The program's own handlers back, where ours still stand (detach).
+void uninstall_crash_flush();
 
 }  // namespace torchseal

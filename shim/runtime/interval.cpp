@@ -22,6 +22,20 @@ std::string *g_interval_prefix = nullptr;  // never freed: read at exit
 
 }  // namespace
 
+namespace torchseal {
+
+int64_t end_interval_report(const char *trigger, bool fresh_scan) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (!is_active() || !g_interval_prefix || g_interval_prefix->empty()) return -1;
+  int64_t leaks = write_report(trigger, *g_interval_prefix, fresh_scan);
+  recorder().end_interval();
+  set_interval_open(false);
+  g_interval_prefix->clear();
+  return leaks;
+}
+
+}  // namespace torchseal
+
 extern "C" {
 
 // Returns 0, or -1 when the shim cannot record (a bad setting, said once).
@@ -47,15 +61,6 @@ TORCHSEAL_API int torchseal_start(const char *prefix) {
 
 // Writes the interval's report to the prefix given to torchseal_start.
 // Returns the number of leaked allocations, or -1 (no interval, no report).
-TORCHSEAL_API long long torchseal_stop(void) {
-  using namespace torchseal;
-  std::lock_guard<std::mutex> lock(g_mutex);
-  if (!is_active() || !g_interval_prefix || g_interval_prefix->empty()) return -1;
-  int64_t leaks = write_report("stop", *g_interval_prefix);
-  recorder().end_interval();
-  set_interval_open(false);
-  g_interval_prefix->clear();
-  return leaks;
-}
+TORCHSEAL_API long long torchseal_stop(void) { return torchseal::end_interval_report("stop"); }
 
 }  // extern "C"

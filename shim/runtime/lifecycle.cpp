@@ -59,6 +59,8 @@ bool g_loaded_late = false;
 // torchseal_start() woke a late shim: the process allocated before it.
 // (An injected shim wakes inside cuInit, before any allocation.)
 std::atomic<bool> g_attach_requested{false};
+// `torchseal attach` froze the recording for its final report (pause_recording).
+std::atomic<bool> g_paused{false};
 // An interval (torchseal_start) is open; its report prefix.
 std::atomic<bool> g_interval_open{false};
 
@@ -261,11 +263,12 @@ void note_first_record() {
   if (g_recorded_here.load()) return;
   start_history();
   g_recorded_here.store(true);
-  if (is_active() && hooks_record()) g_record_fast.store(true, std::memory_order_release);
+  if (is_active() && hooks_record() && !g_paused.load())
+    g_record_fast.store(true, std::memory_order_release);
 }
 
 bool hook_detail::record_slow() {
-  if (!ensure_active()) return false;
+  if (!ensure_active() || g_paused.load(std::memory_order_relaxed)) return false;
 #ifdef TORCHSEAL_HAVE_CUPTI_BACKEND
   if (cupti::claim_for_cupti()) return false;  // CUPTI records this call
 #endif
@@ -274,7 +277,8 @@ bool hook_detail::record_slow() {
 }
 
 void hooks_take_over() {
-  if (is_active() && g_recorded_here.load()) g_record_fast.store(true, std::memory_order_release);
+  if (is_active() && g_recorded_here.load() && !g_paused.load())
+    g_record_fast.store(true, std::memory_order_release);
 }
 
 void note_cuda_initialised() {
@@ -287,6 +291,36 @@ void note_cuda_initialised() {
 void mark_thread_internal() { t_depth = 1 << 20; }
 
 bool loaded_late() { return g_loaded_late; }
+void note_loaded_by_attach() { g_loaded_late = true; }
+
+void pause_recording() {
+  g_paused.store(true);
+  g_record_fast.store(false);
+#ifdef TORCHSEAL_HAVE_CUPTI_BACKEND
+  cupti::stop();
+#endif
+}
+
+size_t detach() {
+  g_record_fast.store(false);
+  int expected = static_cast<int>(ShimState::Active);
+  if (!g_state.compare_exchange_strong(expected, static_cast<int>(ShimState::Finished))) return 0;
+  ++t_depth;  // nothing below is a user allocation
+  // The callers' entries first: from here on their calls go straight to
+  // CUDA and no hook is entered anew.
+  size_t restored = got::restore_all();
+#ifdef TORCHSEAL_HAVE_CUPTI_BACKEND
+  cupti::stop();
+#endif
+  recorder().settle_ooms(true);
+  history::finish(true);  // joins the writer thread
+  uninstall_dump_signal();
+  uninstall_crash_flush();
+  --t_depth;
+  log::info("detached from pid %d: %zu GOT entries restored", static_cast<int>(getpid()), restored);
+  return restored;
+}
+
 void request_late_attach() { g_attach_requested.store(true); }
 void set_interval_open(bool open) { g_interval_open.store(open); }
 

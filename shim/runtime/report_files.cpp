@@ -161,9 +161,9 @@ bool disable_report_output() { return !g_output_disabled.exchange(true); }
 
 void set_output_prefix(const std::string &prefix) { g_prefix = prefix; }
 
-int64_t write_report(const char *trigger, const std::string &given_prefix) {
+int64_t write_report(const char *trigger, const std::string &given_prefix, bool fresh_scan) {
   // Outside the write lock: it may wait for the main thread's safe point.
-  if (strcmp(trigger, "exit") != 0) holders::before_dump();
+  if (fresh_scan && strcmp(trigger, "exit") != 0) holders::before_dump();
   std::lock_guard<std::mutex> lock(g_write_mutex);
   if (g_output_disabled.load()) return -1;
   try {
@@ -184,7 +184,8 @@ int64_t write_report(const char *trigger, const std::string &given_prefix) {
     }
     std::string prefix = given_prefix.empty() ? output_prefix() : given_prefix, error;
     if (prefix.empty()) return -1;
-    const bool interval = strcmp(trigger, "stop") == 0;
+    // A snapshot (`torchseal attach --snapshot`) ends an interval too.
+    const bool interval = strcmp(trigger, "stop") == 0 || strcmp(trigger, "snapshot") == 0;
     if (strcmp(trigger, "exit") != 0 && !interval) prefix += "." + std::to_string(++g_dump_seq);
     // The scan just taken at this safe point decides what Python still
     // holds, as the exit scan does at exit.

@@ -19,9 +19,12 @@ std::string output_prefix();
 void report_files_after_fork();
 // trigger: "exit" writes P.json/P.txt; others write P.<n>.json/P.<n>.txt.
 // Returns the number of leaked allocations, or -1 if nothing could be written.
-// trigger "stop" (the end of a torchseal_start() interval) writes
-// `prefix`.json/.txt, `prefix` as given (relative to the working directory).
-int64_t write_report(const char *trigger, const std::string &prefix = {});
+// trigger "stop" (the end of a torchseal_start() interval) and "snapshot"
+// (`torchseal attach --snapshot`) write `prefix`.json/.txt, `prefix` as
+// given (relative to the working directory).
+// fresh_scan = false: the holder scan already taken is the one to use
+// (`torchseal attach` scanned, then froze the recording).
+int64_t write_report(const char *trigger, const std::string &prefix = {}, bool fresh_scan = true);
 // A shim attached by torchseal_start() writes its history (and an exit
 // report, if the interval is still open then) under the interval's prefix.
 void set_output_prefix(const std::string &prefix);

@@ -39,4 +39,14 @@ void install_dump_signal(int signo) {
   g_signo = signo;
 }
 
+void uninstall_dump_signal() {
+  if (!g_signo) return;
+  // Only if ours is still the handler: one the program installed since stays.
+  struct sigaction current {};
+  if (sigaction(g_signo, nullptr, &current) == 0 && (current.sa_flags & SA_SIGINFO) &&
+      current.sa_sigaction == on_dump_signal)
+    sigaction(g_signo, &g_previous, nullptr);
+  g_signo = 0;
+}
+
 }  // namespace torchseal

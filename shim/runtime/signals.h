@@ -7,5 +7,8 @@
 namespace torchseal {
 
 void install_dump_signal(int signo);  // 0: none
+// Puts the program's own handler back, unless it replaced ours since
+// (`torchseal attach` detaching).
+void uninstall_dump_signal();
 
 }  // namespace torchseal

@@ -487,6 +487,14 @@ void before_dump() {
   s.done_cv.wait_for(lock, kDumpWait, [&] { return s.dumps_served >= mine; });
 }
 
+bool scan_for_report() {
+  if (!g_on.load() || !g_api.alive()) return true;  // nothing to scan
+  // Not inside a running scan: its Python code reaches pending calls too.
+  if (g_scanning || !safe_thread()) return false;
+  scan_here(ScanAt::Dump);
+  return true;
+}
+
 void fill(AnalysisInput &in) {
   if (!g_on.load()) return;
   State &s = S();
@@ -509,6 +517,17 @@ void fill(AnalysisInput &in) {
         break;
       }
   }
+}
+
+void detach() {
+  g_on.store(false);
+  if (!g_exit_hook || !g_ns || !g_api.alive()) return;
+  py::Obj *et, *ev, *tb;
+  g_api.err_fetch(&et, &ev, &tb);
+  if (!run("import atexit\natexit.unregister(_exit_scan)\n", py::kFileInput))
+    log::warn("cannot unregister the exit-time holder scan");
+  g_exit_hook = false;
+  g_api.err_restore(et, ev, tb);
 }
 
 void reset_after_fork() {

@@ -28,8 +28,17 @@ void at_step();
 // else by the main thread (pending call), waited for a bounded time.
 void before_dump();
 
+// A dump scan here and now, GIL held (`torchseal attach`'s final report).
+// False when this is no safe point at the moment, a scan of its own running
+// included (its Python code reaches pending calls too): ask again later.
+bool scan_for_report();
+
 // The latest scan (the exit scan once it ran) and each OOM's holders.
 void fill(AnalysisInput &in);
+
+// `torchseal attach` detaching, GIL held at a safe point: no more scans,
+// and the atexit hook goes (the interpreter keeps no pointer into the shim).
+void detach();
 
 // Child side of fork: forget the parent's scans.
 void reset_after_fork();
