@@ -17,6 +17,19 @@ void CheckpointState::on_teardown(const Event &, const std::vector<const LiveEnt
   for (const LiveEntry *r : dying) released(r->alloc);
 }
 
+namespace {
+
+// What every checkpoint, whole or a change, says first: where it is taken.
+tseal::CheckpointRecord record_at(uint64_t seq, uint64_t time_ns, uint64_t step) {
+  tseal::CheckpointRecord c;
+  c.seq = seq;
+  c.time_ns = time_ns;
+  c.step = step;
+  return c;
+}
+
+}  // namespace
+
 // An allocation made since the base leaves the change; one of the base's
 // becomes a freed key (an address reused since is both).
 void CheckpointState::released(const Event &a) {
@@ -26,10 +39,7 @@ void CheckpointState::released(const Event &a) {
 
 tseal::CheckpointRecord CheckpointState::whole(uint64_t seq, uint64_t time_ns,
                                                uint64_t step) const {
-  tseal::CheckpointRecord c;
-  c.seq = seq;
-  c.time_ns = time_ns;
-  c.step = step;
+  tseal::CheckpointRecord c = record_at(seq, time_ns, step);
   c.live = live_.live_events();
   // In the order they were made: neighbours' times and addresses are close,
   // which the checkpoint's encoding turns into few bytes.
@@ -58,10 +68,7 @@ void CheckpointState::rebase(uint64_t seq) {
 
 tseal::CheckpointRecord CheckpointState::delta(uint64_t seq, uint64_t time_ns,
                                                uint64_t step) const {
-  tseal::CheckpointRecord c;
-  c.seq = seq;
-  c.time_ns = time_ns;
-  c.step = step;
+  tseal::CheckpointRecord c = record_at(seq, time_ns, step);
   c.base = base_.seq;
   for (int k = 0; k < 2; ++k) {
     for (const auto &kv : added_[k]) c.live.push_back(kv.second);

@@ -22,6 +22,7 @@
 #include <sstream>
 #include <vector>
 
+#include "common/util/py_literal.h"
 #include "report/cli/attach_ptrace.h"
 #include "report/cli/attach_target.h"
 #include "report/cli/commands.h"
@@ -70,16 +71,6 @@ std::string absolute(const std::string &p) {
   return std::string(cwd) + "/" + p;
 }
 
-std::string py_bytes(const std::string &text) {
-  std::string out = "b'";
-  char hex[5];
-  for (unsigned char c : text) {
-    std::snprintf(hex, sizeof hex, "\\x%02x", c);
-    out += hex;
-  }
-  return out + "'";
-}
-
 std::string version_text(unsigned hex) {
   if (!hex) return "unknown";
   return std::to_string(hex >> 24) + "." + std::to_string((hex >> 16) & 0xff);
@@ -102,8 +93,8 @@ bool inject_with_remote_exec(const attach::Target &t, const std::string &shim,
   }
   {
     std::ofstream f(script);
-    f << "_TORCHSEAL_ATTACH = (" << py_bytes(shim) << ".decode('utf-8', 'surrogateescape'), "
-      << py_bytes(request) << ", " << py_bytes(status) << ".decode('utf-8', 'surrogateescape'))\n"
+    f << "_TORCHSEAL_ATTACH = (" << python_bytes_literal(shim) << ".decode('utf-8', 'surrogateescape'), "
+      << python_bytes_literal(request) << ", " << python_bytes_literal(status) << ".decode('utf-8', 'surrogateescape'))\n"
       << body;
     if (!f) {
       error = "cannot write " + script;
@@ -112,7 +103,7 @@ bool inject_with_remote_exec(const attach::Target &t, const std::string &shim,
   }
   chmod(script.c_str(), 0644);
   std::string code = "import sys; sys.remote_exec(" + std::to_string(t.pid) + ", " +
-                     py_bytes(script) + ".decode('utf-8', 'surrogateescape'))";
+                     python_bytes_literal(script) + ".decode('utf-8', 'surrogateescape'))";
   int pipefd[2];
   if (pipe(pipefd) != 0) {
     error = std::string("pipe: ") + std::strerror(errno);

@@ -37,6 +37,7 @@
 #include "shim/core/recorder.h"
 #include "shim/runtime/lifecycle.h"
 #include "common/util/log.h"
+#include "common/util/py_literal.h"
 
 namespace torchseal {
 namespace {
@@ -118,13 +119,7 @@ bool parse(const char *text, Request &r) {
 
 // A Python string literal of `text` that survives any byte in it.
 std::string py_literal(const std::string &text) {
-  std::string out = "b'";
-  char hex[5];
-  for (unsigned char c : text) {
-    std::snprintf(hex, sizeof hex, "\\x%02x", c);
-    out += hex;
-  }
-  return out + "'.decode('utf-8', 'surrogateescape')";
+  return python_bytes_literal(text) + ".decode('utf-8', 'surrogateescape')";
 }
 
 // GIL held. Runs `code` in a fresh namespace; false (cleared) if it raised.
