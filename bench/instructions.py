@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """The hot path's instruction count, deterministic where time is not: one
 alloc+free pair of bench/pair_plain (cudaMalloc/cudaFree through simcuda, 30
-distinct frames deep) counted by callgrind, bare and under the shim, as the
-difference between two run lengths (so start-up and exit cancel out).
+distinct frames deep) counted by callgrind inside pair_plain's loop (its
+`pairs` function, inclusive: the hooks, the recorder and simcuda, not the
+service thread), bare and under the shim, as the difference between two run
+lengths (so start-up cancels out).
 
     instructions.py --build-dir B [--reference bench/instructions.json]
                     [--update] [--tolerance 0.10]
@@ -35,13 +37,20 @@ def count(build, shim, depth, pairs, tmp):
         env["LD_PRELOAD"] = os.path.join(build, "shim", "libtorchseal.so")
         env["TORCHSEAL_OUTPUT"] = os.path.join(tmp, "run-%p")
         env["TORCHSEAL_LOG"] = "error"
-    p = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out,
+    # Only the loop that makes the pairs, on the thread that makes them: the
+    # service thread's work per pair grows with the run's wall time (it wakes
+    # every 50 ms), which made a whole-program count move 10% with the load.
+    p = subprocess.run(["valgrind", "--tool=callgrind", "--toggle-collect=*::pairs(*",
+                        "--callgrind-out-file=" + out,
                         os.path.join(build, "bench", "pair_plain"), "cuda", str(depth), str(pairs)],
                        env=env, capture_output=True, text=True)
     if p.returncode != 0:
         sys.exit("instructions.py: pair_plain under callgrind failed:\n" + p.stderr[-2000:])
     with open(out) as f:
         m = re.search(r"^summary:\s+(\d+)", f.read(), re.M)
+    if not m or int(m.group(1)) == 0:
+        sys.exit("instructions.py: callgrind counted nothing inside pair_plain's pairs() "
+                 "(was the function renamed?)")
     return int(m.group(1))
 
 
