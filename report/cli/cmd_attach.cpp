@@ -242,7 +242,9 @@ int attach_process(const AttachOptions &opts) {
       absolute(opts.output.empty() ? "torchseal-attach-" + std::to_string(pid) : opts.output);
 
   // The private directory the shim reports through, owned by the target's
-  // user (a root attach to another user's process).
+  // user (a root attach to another user's process). /tmp, not our $TMPDIR:
+  // the target must reach the same path, and it does not share our
+  // environment. mkdtemp fills in the Xs.
   char tmpl[] = "/tmp/torchseal-attach-XXXXXX";
   if (!mkdtemp(tmpl)) {
     refuse(std::string("cannot create a directory in /tmp: ") + std::strerror(errno));
