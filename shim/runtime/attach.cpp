@@ -197,7 +197,6 @@ int on_final_scan(void *) {
 // The request's end: its report, then the detach.
 void *controller(void *) {
   mark_thread_internal();
-  pthread_setname_np(pthread_self(), "torchseal-at");
   const Request &r = *g_req;
   const uint64_t own0 = recorder().steps_seen(false), windows0 = recorder().steps_seen(true);
   const double t0 = unix_now();
@@ -284,6 +283,7 @@ int on_attach(void *) {
   pthread_sigmask(SIG_SETMASK, &all, &old);
   int rc = pthread_create(&g_controller, nullptr, controller, nullptr);
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (rc == 0) pthread_setname_np(g_controller, "torchseal-at");  // before "attached" is said
   if (rc != 0) {
     torchseal_stop();
     detach();

@@ -53,7 +53,6 @@ void *service_main(void *) {
   State &s = S();
   // Not an application thread: nothing it does is a user allocation.
   mark_thread_internal();
-  pthread_setname_np(pthread_self(), "torchseal-wr");
   buffers::set_writer_thread();
   uint64_t next_window = s.window_ns ? now_ns() + s.window_ns : 0;
   while (!s.stop.load()) {
@@ -111,6 +110,9 @@ bool start(const std::string &path) {
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
   s.thread_running = pthread_create(&s.thread, nullptr, service_main, nullptr) == 0;
+  // Named by its creator, so the name is in place before anyone is told the
+  // writer runs (`torchseal attach` reports "attached" right after this).
+  if (s.thread_running) pthread_setname_np(s.thread, "torchseal-wr");
   buffers::set_accepting(s.thread_running);
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   if (!s.thread_running) log::error("cannot start the history writer thread; history is off");

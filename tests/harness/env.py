@@ -46,6 +46,13 @@ def clean_env(drop_prefixes=STEERING_PREFIXES, drop=()):
     return env
 
 
+def torch_env_dir(src):
+    """The real-PyTorch venv scripts/torch-env makes (the torch tier's
+    `torch-env` test, run first): TORCHSEAL_TORCH_ENV, else its default under
+    the source tree. A runner that defaulted to nothing would skip outside CI."""
+    return os.environ.get("TORCHSEAL_TORCH_ENV") or os.path.join(src, ".cache", "torch-env")
+
+
 def with_simcuda(env, simcuda_dir):
     """`env` with simcuda's libraries first on LD_LIBRARY_PATH."""
     old = env.get("LD_LIBRARY_PATH")

@@ -28,7 +28,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from harness import SKIP, Failed, clean_env, preload, run, with_simcuda  # noqa: E402
+from harness import SKIP, Failed, clean_env, preload, run, torch_env_dir, with_simcuda  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cdp import Browser  # noqa: E402
@@ -519,11 +519,11 @@ def test_torch(tmp):
     tensors mode) the growing site's line, hint and holder are above the
     fold, and hovering the tallest band at the peak shows the stack that
     allocated it, the user's Python line first."""
-    venv = os.environ.get("TORCHSEAL_TORCH_ENV", "")
-    py = os.path.join(venv, "bin", "python")
     shim, src, build = env("TSEAL_HTML_SHIM"), env("TSEAL_HTML_SOURCE"), env("TSEAL_HTML_BUILD")
-    if not (venv and os.path.exists(py) and shim and os.path.exists(shim)):
-        print("SKIP: no torch venv (TORCHSEAL_TORCH_ENV) or shim")
+    venv = torch_env_dir(src)
+    py = os.path.join(venv, "bin", "python")
+    if not (os.path.exists(py) and shim and os.path.exists(shim)):
+        print("SKIP: no torch venv (%s: the torch-env test makes it) or shim" % venv)
         return SKIP
     examples = os.path.join(src, "examples", "python", "torch")
     e = clean_env(drop_prefixes=("TORCHSEAL_", "SIMCUDA_", "PYTORCH_"))

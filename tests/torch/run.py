@@ -75,7 +75,7 @@ def interpreter_env():
     if not path:
         print(f"SKIP: torch on {TORCH_PYTHON}: the interpreter is absent: {why}")
         sys.exit(SKIP)
-    base = os.environ.get("TORCHSEAL_TORCH_ENV") or os.path.join(SRC, ".cache", "torch-env")
+    base = harness.torch_env_dir(SRC)
     return dict(os.environ, TORCHSEAL_PYTHON3=path,
                 TORCHSEAL_TORCH_ENV=base + "-" + TORCH_PYTHON[2:].replace(".", ""))
 
