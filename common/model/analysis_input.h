@@ -86,7 +86,7 @@ enum class MemoryRole : uint8_t {
   UserHeld,
   OtherTensors,      // allocated by PyTorch, reached by no Python object (temporaries)
   FreeCache,         // the caching allocator's segments, no tensor in them
-  CudaLibraries,     // library_held: cuBLAS/cuDNN/NCCL workspaces and handles
+  LibraryHeld,       // library_held: cuBLAS/cuDNN/NCCL workspaces and handles
   OutsideFramework,  // raw cudaMalloc, extensions, NCCL buffers: by site
 };
 inline constexpr size_t kRoles = 10;

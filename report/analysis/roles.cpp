@@ -29,7 +29,7 @@ bool framework_stack(const std::vector<NativeFrame> &frames) {
 const char *role_name(MemoryRole r) {
   static constexpr const char *kNames[kRoles] = {
       "parameters", "buffers",       "gradients",  "optimizer_state", "saved_activations",
-      "user_held",  "other_tensors", "free_cache", "cuda_libraries",  "outside_framework"};
+      "user_held",  "other_tensors", "free_cache", "library_held",    "outside_framework"};
   size_t i = static_cast<size_t>(r);
   return i < kRoles ? kNames[i] : "?";
 }
@@ -131,8 +131,8 @@ RoleSplit split_roles(const RoleSnapshot &snap, const AnalysisInput &in, SiteIds
     }
     const LibraryHolding &lib = kind->second.first;
     if (!lib.library.empty() && lib.direct) {
-      entry(out, MemoryRole::CudaLibraries).bytes += rest;
-      entry(out, MemoryRole::CudaLibraries).count += s.allocations;
+      entry(out, MemoryRole::LibraryHeld).bytes += rest;
+      entry(out, MemoryRole::LibraryHeld).count += s.allocations;
     } else if (counts_as_cached(in, a) && kind->second.second) {
       // The caching allocator's segment (its stack is the framework's: a
       // program's own cudaMalloc beside it is not). A framework workspace
@@ -140,8 +140,8 @@ RoleSplit split_roles(const RoleSnapshot &snap, const AnalysisInput &in, SiteIds
       cached_unfound += rest;
       if (s.family != Family::HostPinned) cached_found += s.found_bytes;
     } else if (!lib.library.empty()) {
-      entry(out, MemoryRole::CudaLibraries).bytes += rest;
-      entry(out, MemoryRole::CudaLibraries).count += s.allocations;
+      entry(out, MemoryRole::LibraryHeld).bytes += rest;
+      entry(out, MemoryRole::LibraryHeld).count += s.allocations;
     } else if (rest && kind->second.second) {
       entry(out, MemoryRole::OtherTensors).bytes += rest;  // tensors mode: a block of its own
     } else if (rest) {

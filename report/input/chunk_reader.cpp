@@ -23,19 +23,19 @@ bool ChunkReader::chunk(Chunk type, const uint8_t *p, size_t n) {
       if (!rec.decode(r)) return false;
       process_ = rec.info;
       clock_base_ = rec.clock_base;
-      sink_.on_process(rec.info, rec.clock_base);
+      listener_.on_process(rec.info, rec.clock_base);
       return true;
     }
     case Chunk::Modules: {
       tseal::ModulesRecord rec;
       if (!rec.decode(r)) return false;
-      sink_.on_modules(rec.modules);
+      listener_.on_modules(rec.modules);
       return true;
     }
     case Chunk::Stacks: {
       tseal::StacksRecord rec;
       if (!rec.decode(r)) return false;
-      for (auto &[id, ips] : rec.stacks) sink_.on_stack(id, std::move(ips));
+      for (auto &[id, ips] : rec.stacks) listener_.on_stack(id, std::move(ips));
       return true;
     }
     case Chunk::PyStacks: {
@@ -54,7 +54,7 @@ bool ChunkReader::chunk(Chunk type, const uint8_t *p, size_t n) {
           frames.push_back(
               {py_strings_[f.function], py_strings_[f.file], static_cast<int>(f.line)});
         }
-        sink_.on_pystack(id, std::move(frames));
+        listener_.on_pystack(id, std::move(frames));
       }
       return true;
     }
@@ -70,7 +70,7 @@ bool ChunkReader::chunk(Chunk type, const uint8_t *p, size_t n) {
     case Chunk::Symbols: {
       tseal::SymbolsRecord rec;
       if (!rec.decode(r)) return false;
-      for (auto &[ip, frames] : rec.ips) sink_.on_symbol(ip, std::move(frames));
+      for (auto &[ip, frames] : rec.ips) listener_.on_symbol(ip, std::move(frames));
       return true;
     }
     case Chunk::End: {
@@ -84,7 +84,7 @@ bool ChunkReader::chunk(Chunk type, const uint8_t *p, size_t n) {
     case Chunk::Labels: {
       tseal::LabelsRecord rec;
       if (!rec.decode(r)) return false;
-      for (auto &[id, label] : rec.labels) sink_.on_label(id, std::move(label));
+      for (auto &[id, label] : rec.labels) listener_.on_label(id, std::move(label));
       return true;
     }
     case Chunk::Verdict: {
@@ -152,19 +152,19 @@ bool ChunkReader::deliver_checkpoint() {
     c = std::move(base);
   }
   tseal::attach_oom_snapshots(c.summary, snapshots_);
-  sink_.on_checkpoint(std::move(c), whole);
+  listener_.on_checkpoint(std::move(c), whole);
   return true;
 }
 
 void ChunkReader::release_held() {
   flush_pass();
   if (end_) {
-    sink_.on_end(end_->end_time, end_->events, end_->clean);
-    sink_.on_exit_flags(end_->flags);
+    listener_.on_end(end_->end_time, end_->events, end_->clean);
+    listener_.on_exit_flags(end_->flags);
     end_.reset();
   }
   if (verdict_) {
-    sink_.on_verdict(std::move(*verdict_));
+    listener_.on_verdict(std::move(*verdict_));
     verdict_.reset();
   }
 }
@@ -192,7 +192,7 @@ void ChunkReader::flush_pass() {
     runs_.swap(next);
   }
   runs_.clear();
-  for (const Event &e : pending_) sink_.on_event(e);
+  for (const Event &e : pending_) listener_.on_event(e);
   events_ += pending_.size();
   pending_.clear();
   // One unusually large pass must not pin its memory for the rest of the file.

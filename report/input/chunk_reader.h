@@ -1,4 +1,4 @@
-// One file's chunks to a HistorySink: the decoding and the per-pass ordering
+// One file's chunks to a HistoryListener: the decoding and the per-pass ordering
 // every history read shares (a single file, and a segmented history's main
 // and segment files).
 #pragma once
@@ -20,7 +20,7 @@ namespace torchseal {
 
 class ChunkReader {
  public:
-  explicit ChunkReader(HistorySink &sink) : sink_(sink) {}
+  explicit ChunkReader(HistoryListener &listener) : listener_(listener) {}
 
   // False when the payload does not decode.
   bool chunk(tseal::Chunk type, const uint8_t *p, size_t n);
@@ -54,7 +54,7 @@ class ChunkReader {
  private:
   bool deliver_checkpoint();
 
-  HistorySink &sink_;
+  HistoryListener &listener_;
   std::vector<Event> pending_;           // this pass's, in file order
   std::vector<size_t> runs_;             // where each Events chunk's events begin in pending_
   std::vector<std::string> py_strings_;  // id -> string, for PyStacks chunks

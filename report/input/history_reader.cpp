@@ -45,7 +45,7 @@ bool parse_step_range(const std::string &text, HistoryWindow &w, std::string &er
   return true;
 }
 
-bool read_history(const std::string &path, HistorySink &sink, std::string &error,
+bool read_history(const std::string &path, HistoryListener &listener, std::string &error,
                   std::vector<std::string> &warnings, HistoryReadStats *stats,
                   void (*progress)(uint64_t, uint64_t), const HistoryWindow *window) {
   uint32_t flags = 0;
@@ -59,16 +59,16 @@ bool read_history(const std::string &path, HistorySink &sink, std::string &error
     return false;
   }
   if (flags & tseal::kFlagSegmented)
-    return read_segmented(path, f.get(), sink, error, warnings, stats, progress, window);
+    return read_segmented(path, f.get(), listener, error, warnings, stats, progress, window);
 
   fseeko(f.get(), 0, SEEK_END);
   uint64_t total = static_cast<uint64_t>(ftello(f.get()));
   fseeko(f.get(), tseal::kFileHeaderSize, SEEK_SET);
-  ChunkReader reader(sink);
+  ChunkReader reader(listener);
   ChunkFileResult res = read_chunk_file(f.get(), reader, [&](uint64_t done) {
     if (progress) progress(done, total);
   });
-  sink.on_read_done();
+  listener.on_read_done();
   bool truncated = !res.damage.empty();
   if (truncated) {
     warnings.push_back("history file " + path + " is truncated or corrupt at byte " +

@@ -1,6 +1,6 @@
 // Streaming parser for .tseal history files: chunks in, decoded tables and
-// time-ordered events out to a sink (live state is report/replay/'s job).
-// Memory is bounded by one writer pass plus whatever the sink keeps, never
+// time-ordered events out to a listener (live state is report/replay/'s job).
+// Memory is bounded by one writer pass plus whatever the listener keeps, never
 // by the file size. A truncated or corrupt tail ends the read with a warning
 // containing "truncated"; everything before it is used.
 #pragma once
@@ -18,9 +18,9 @@
 
 namespace torchseal {
 
-class HistorySink {
+class HistoryListener {
  public:
-  virtual ~HistorySink() = default;
+  virtual ~HistoryListener() = default;
   // clock_base: unix seconds at CLOCK_MONOTONIC zero, to date event times.
   virtual void on_process(const ProcessInfo &, double /*clock_base*/) {}
   virtual void on_modules(const std::vector<Module> &) {}
@@ -43,7 +43,7 @@ class HistorySink {
   // stands for every event before it; else only the live state matters (a
   // window that starts in this segment).
   virtual void on_checkpoint(tseal::CheckpointRecord && /*c*/, bool /*whole*/) {}
-  // True once the sink wants no more events (a window has ended): the reader
+  // True once the listener wants no more events (a window has ended): the reader
   // opens no further segment.
   virtual bool done() const { return false; }
   // Every chunk has been delivered.
@@ -72,8 +72,8 @@ struct HistoryReadStats {
 // unknown version, unreadable). Damage after a valid header is a warning.
 // `progress(done_bytes, total_bytes)`, if set, is called every few MB.
 // A window makes a segmented history open only the segments that overlap it
-// (the sink applies the window itself: report/replay/replay.h).
-bool read_history(const std::string &path, HistorySink &sink, std::string &error,
+// (the listener applies the window itself: report/replay/replay.h).
+bool read_history(const std::string &path, HistoryListener &listener, std::string &error,
                   std::vector<std::string> &warnings, HistoryReadStats *stats = nullptr,
                   void (*progress)(uint64_t, uint64_t) = nullptr,
                   const HistoryWindow *window = nullptr);

@@ -23,7 +23,7 @@ namespace torchseal {
 namespace {
 
 // A base checkpoint file, whole (a delta checkpoint is applied to it).
-class BaseCapture : public HistorySink {
+class BaseCapture : public HistoryListener {
  public:
   void on_checkpoint(tseal::CheckpointRecord &&c, bool) override {
     rec = std::move(c);
@@ -78,11 +78,11 @@ bool overlaps(const Seg &s, const HistoryWindow &w, uint64_t from_ns, uint64_t t
 
 }  // namespace
 
-bool read_segmented(const std::string &path, FILE *main, HistorySink &sink, std::string &error,
+bool read_segmented(const std::string &path, FILE *main, HistoryListener &listener, std::string &error,
                     std::vector<std::string> &warnings, HistoryReadStats *stats,
                     void (*progress)(uint64_t, uint64_t), const HistoryWindow *window) {
   (void)error;
-  ChunkReader reader(sink);
+  ChunkReader reader(listener);
   reader.set_hold_end(true);
   uint64_t bytes_read = 0;
   reader.set_base_loader([&](uint64_t seq, tseal::CheckpointRecord &out) {
@@ -182,7 +182,7 @@ bool read_segmented(const std::string &path, FILE *main, HistorySink &sink, std:
   for (const Seg *s : plan) total += s->size;
   bool truncated = false, fresh = true;
   uint64_t read = 0;
-  for (size_t i = 0; i < plan.size() && !sink.done(); ++i) {
+  for (size_t i = 0; i < plan.size() && !listener.done(); ++i) {
     const Seg *s = plan[i];
     std::string sp = segment_path(path, s->seq);
     // A whole-run read resumes at the next segment's checkpoint, which holds
@@ -223,7 +223,7 @@ bool read_segmented(const std::string &path, FILE *main, HistorySink &sink, std:
     }
   }
   reader.release_held();
-  sink.on_read_done();
+  listener.on_read_done();
   if (!reader.clean()) {
     truncated = true;
     warnings.push_back(no_clean_end(path, reader.events()));

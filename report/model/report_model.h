@@ -109,7 +109,7 @@ struct RoleShare {
 struct RoleEntry {
   std::string role;  // role_name()
   uint64_t bytes = 0;
-  uint64_t count = 0;  // tensors (scan roles), allocations (cuda_libraries, outside_framework)
+  uint64_t count = 0;  // tensors (scan roles), allocations (library_held, outside_framework)
   std::vector<RoleShare> modules;  // parameters ... optimizer_state: per top-level module
   std::vector<Holder> holders;     // user_held: the top holders
   std::vector<SiteTotal> sites;    // outside_framework: by site, largest first

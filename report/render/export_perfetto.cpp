@@ -63,9 +63,9 @@ std::string human_bytes(uint64_t n) {
 std::string device_label(int16_t d) { return d < 0 ? "host" : "cuda:" + std::to_string(d); }
 
 // A live record's tag is its slice id: 0 = no slice (below the threshold).
-class PerfettoSink : public ReplayObserver {
+class PerfettoObserver : public ReplayObserver {
  public:
-  PerfettoSink(FILE *f, const PerfettoOptions &opts) : f_(f), opts_(opts) {
+  PerfettoObserver(FILE *f, const PerfettoOptions &opts) : f_(f), opts_(opts) {
     std::fputs("{\"displayTimeUnit\": \"ns\", \"traceEvents\": [\n", f_);
   }
 
@@ -248,13 +248,13 @@ bool export_perfetto(const std::string &history_path, const std::string &out_pat
     return false;
   }
   std::setvbuf(f, vbuf.data(), _IOFBF, vbuf.size());
-  PerfettoSink sink(f, opts);
+  PerfettoObserver out(f, opts);
   g_progress_fn = &opts.progress;
-  Replay replay(sink);
+  Replay replay(out);
   bool read = replay_file(history_path, replay, &opts.window, error, warnings, nullptr,
                           &progress_trampoline);
   g_progress_fn = nullptr;
-  bool ok = read && sink.finish(replay);
+  bool ok = read && out.finish(replay);
   long size = std::ftell(f);
   ok = std::fclose(f) == 0 && ok;
   if (!read) {
@@ -266,8 +266,8 @@ bool export_perfetto(const std::string &history_path, const std::string &out_pat
     std::remove(tmp.c_str());
     return false;
   }
-  stats.events = sink.events();
-  stats.entries = sink.written();
+  stats.events = out.events();
+  stats.entries = out.written();
   stats.bytes = size > 0 ? static_cast<uint64_t>(size) : 0;
   return true;
 }

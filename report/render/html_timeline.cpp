@@ -12,9 +12,9 @@ namespace {
 
 using SeriesKey = std::pair<int16_t, Family>;
 
-class TimelineSink : public ReplayObserver {
+class TimelineObserver : public ReplayObserver {
  public:
-  TimelineSink(Timeline &t, size_t max_points) : t_(t), max_(std::max<size_t>(max_points, 2)) {}
+  TimelineObserver(Timeline &t, size_t max_points) : t_(t), max_(std::max<size_t>(max_points, 2)) {}
 
   void on_process(const ProcessInfo &p, double) override { h_.python = !p.python.empty(); }
   void on_modules(const std::vector<Module> &m) override { h_.modules = m; }
@@ -213,10 +213,10 @@ bool build_timeline(const std::string &history_path, Timeline &out, std::string 
                     std::vector<std::string> &warnings, size_t max_points,
                     const HistoryWindow *window) {
   out = Timeline{};
-  TimelineSink sink(out, max_points);
-  Replay replay(sink);
+  TimelineObserver timeline(out, max_points);
+  Replay replay(timeline);
   if (!replay_file(history_path, replay, window, error, warnings)) return false;
-  sink.finish();
+  timeline.finish();
   return true;
 }
 

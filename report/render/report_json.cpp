@@ -216,10 +216,8 @@ std::vector<Holder> read_holders(const json &obj, const std::string &path) {
 }
 
 void read_roles(const json &obj, const std::string &path, const char *key, RoleSplit &out) {
-  auto it = obj.find(key);
-  if (it == obj.end()) return;
   std::string error;
-  if (!role_split_from_json(*it, out, error)) fail(join(path, key), error);
+  if (!get_role_split(obj, key, out, error)) fail(join(path, key), error);
 }
 
 void check_one_of(const std::string &v, const std::string &path,
@@ -416,17 +414,18 @@ void read_report(const json &j, Report &r) {
     }
     x.hint = read_hint(e, pth);
     x.holders = read_holders(e, pth);
-    read_roles(e, pth, "memory_by_role", x.roles);
+    read_roles(e, pth, "roles", x.roles);
     r.ooms.push_back(std::move(x));
   }
   // Extra keys (docs/roles.md): optional on input.
-  read_roles(j, "", "memory_by_role", r.roles);
-  read_roles(j, "", "memory_by_role_at_peak", r.peak_roles);
-  if (auto st = j.find("memory_by_role_steps"); st != j.end()) {
-    if (!st->is_array()) fail("memory_by_role_steps", "expected an array");
+  read_roles(j, "", "roles", r.roles);
+  if (auto su = j.find("summary"); su != j.end() && su->is_object())
+    read_roles(*su, "summary", "peak_roles", r.peak_roles);
+  if (auto st = j.find("roles_steps"); st != j.end()) {
+    if (!st->is_array()) fail("roles_steps", "expected an array");
     for (size_t i = 0; i < st->size(); ++i) {
       const json &e = (*st)[i];
-      std::string pth = elem("", "memory_by_role_steps", i);
+      std::string pth = elem("", "roles_steps", i);
       RoleSplit s;
       s.at = get_str(e, pth, "at");
       s.step = static_cast<uint64_t>(get_int_or_null(e, pth, "step", 0));
@@ -608,7 +607,7 @@ std::string report_to_json(const Report &r) {
     e["hint"] = hint_json(o.hint);
     e["recovered"] = o.recovered;
     if (python) e["holders"] = holders_json(o.holders);
-    if (!o.roles.roles.empty()) e["memory_by_role"] = role_split_json(o.roles);
+    if (!o.roles.roles.empty()) put_role_split(e, "roles", o.roles);
     ooms.push_back(std::move(e));
   }
   j["ooms"] = std::move(ooms);
@@ -634,9 +633,9 @@ std::string report_to_json(const Report &r) {
     j["suppressions_used"] = std::move(used);
   }
   // Extra keys, only where a holder scan ran (docs/roles.md).
-  if (!r.roles.roles.empty()) j["memory_by_role"] = role_split_json(r.roles);
-  if (!r.peak_roles.roles.empty()) j["memory_by_role_at_peak"] = role_split_json(r.peak_roles);
-  if (!r.role_steps.empty()) j["memory_by_role_steps"] = role_steps_json(r.role_steps);
+  if (!r.roles.roles.empty()) put_role_split(j, "roles", r.roles);
+  if (!r.peak_roles.roles.empty()) put_role_split(j["summary"], "peak_roles", r.peak_roles);
+  if (!r.role_steps.empty()) j["roles_steps"] = role_steps_json(r.role_steps);
   // Extra key, only in a snapshot (`torchseal attach --snapshot`).
   if (r.held_now.present) {
     j["held_now"] = {{"bytes", r.held_now.bytes},

@@ -14,23 +14,22 @@ bool scan_role(const std::string &role) {
          role == "optimizer_state" || role == "saved_activations" || role == "user_held";
 }
 bool site_role(const std::string &role) {
-  return role == "cuda_libraries" || role == "outside_framework";
+  return role == "library_held" || role == "outside_framework";
 }
 
 ojson step_json(uint64_t step) { return step ? ojson(step) : ojson(nullptr); }
 
 }  // namespace
 
-ojson role_split_json(const RoleSplit &split) {
-  ojson j;
-  j["at"] = split.at;
-  j["step"] = step_json(split.step);
-  j["live_bytes"] = split.live_bytes;
+void put_role_split(ojson &obj, const std::string &key, const RoleSplit &split) {
   ojson roles = ojson::object();
   for (const RoleEntry &e : split.roles) {
     ojson r;
     r["bytes"] = e.bytes;
-    if (scan_role(e.role)) r["tensors"] = e.count;
+    // Every role has a tensor count (DESIGN's `{bytes, tensors}`): storages
+    // for what the scan found; none for the cache's free bytes and for
+    // memory that is no tensor's, which counts allocations instead.
+    r["tensors"] = scan_role(e.role) || e.role == "other_tensors" ? e.count : 0;
     if (site_role(e.role)) r["allocations"] = e.count;
     if (e.role == "parameters" || e.role == "buffers" || e.role == "gradients" ||
         e.role == "optimizer_state")
@@ -53,8 +52,12 @@ ojson role_split_json(const RoleSplit &split) {
       });
     roles[e.role] = std::move(r);
   }
-  j["roles"] = std::move(roles);
-  return j;
+  obj[key] = std::move(roles);
+  ojson scan;
+  scan["at"] = split.at;
+  scan["step"] = step_json(split.step);
+  scan["live_bytes"] = split.live_bytes;
+  obj[key + "_scan"] = std::move(scan);
 }
 
 ojson role_steps_json(const std::vector<RoleSplit> &steps) {
@@ -68,15 +71,19 @@ ojson role_steps_json(const std::vector<RoleSplit> &steps) {
   });
 }
 
-bool role_split_from_json(const json &j, RoleSplit &out, std::string &error) {
+bool get_role_split(const json &obj, const std::string &key, RoleSplit &out,
+                    std::string &error) {
+  auto found = obj.find(key);
+  if (found == obj.end()) return true;
   // Only what the text and HTML show is read back: the totals, the modules
   // and the holders (sites are the JSON's to list).
   try {
     out = RoleSplit{};
-    out.at = j.at("at").get<std::string>();
-    out.step = j.at("step").is_null() ? 0 : j.at("step").get<uint64_t>();
-    out.live_bytes = j.at("live_bytes").get<uint64_t>();
-    const json &roles = j.at("roles");
+    const json &scan = obj.at(key + "_scan");
+    out.at = scan.at("at").get<std::string>();
+    out.step = scan.at("step").is_null() ? 0 : scan.at("step").get<uint64_t>();
+    out.live_bytes = scan.at("live_bytes").get<uint64_t>();
+    const json &roles = *found;
     for (size_t r = 0; r < kRoles; ++r) {
       RoleEntry e;
       e.role = role_name(static_cast<MemoryRole>(r));
@@ -97,7 +104,8 @@ bool role_split_from_json(const json &j, RoleSplit &out, std::string &error) {
     }
     return true;
   } catch (const std::exception &e) {
-    error = std::string("memory_by_role: ") + e.what();
+    out = RoleSplit{};
+    error = e.what();
     return false;
   }
 }

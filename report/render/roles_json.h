@@ -1,7 +1,12 @@
-// Memory by role in P.json (docs/report-format.md, "memory_by_role"): one
-// spelling for the report's split, the peak's, each OOM's and the steps'.
+// Memory by role in P.json (docs/report-format.md, "Memory by role"): one
+// spelling for the report's split (`roles`), each OOM's (`ooms[].roles`),
+// the peak's (`summary.peak_roles`) and the step scans' (`roles_steps`).
+// Each split is two keys: the roles themselves, an object of role entries
+// only (so a reader can add up its values), and `<key>_scan`, when and
+// where the split was taken and the live total it adds up to.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -10,14 +15,17 @@
 
 namespace torchseal {
 
-// {"at", "step", "live_bytes", "roles": {"parameters": {...}, ...}}.
-nlohmann::ordered_json role_split_json(const RoleSplit &split);
+// Writes obj[key] = {"parameters": {"bytes", "tensors", ...}, ...} and
+// obj[key + "_scan"] = {"at", "step", "live_bytes"}.
+void put_role_split(nlohmann::ordered_json &obj, const std::string &key, const RoleSplit &split);
 
 // [{"step", "at", "live_bytes", "bytes": {"parameters": N, ...}}]: the bars.
 nlohmann::ordered_json role_steps_json(const std::vector<RoleSplit> &steps);
 
-// The reverse of role_split_json (a report read back); false with `error`
-// naming the key when the object is not one.
-bool role_split_from_json(const nlohmann::json &j, RoleSplit &out, std::string &error);
+// The reverse of put_role_split (a report read back): false with `error`
+// when obj[key] or obj[key + "_scan"] is not what it wrote; `out` stays
+// empty when obj has no `key`.
+bool get_role_split(const nlohmann::json &obj, const std::string &key, RoleSplit &out,
+                    std::string &error);
 
 }  // namespace torchseal

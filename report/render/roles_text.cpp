@@ -49,7 +49,7 @@ std::string role_table(const RoleSplit &split, const std::string &title) {
     out += buf;
     if (e.count)
       out += "  " + std::to_string(e.count) +
-             (e.role == "cuda_libraries" || e.role == "outside_framework" ? " allocation(s)"
+             (e.role == "library_held" || e.role == "outside_framework" ? " allocation(s)"
                                                                           : " tensor(s)");
     out += "\n";
     for (size_t k = 0; k < e.modules.size() && k < kShownModules; ++k)

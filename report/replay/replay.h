@@ -22,10 +22,10 @@ using ReplayRecord = LiveEntry;
 
 class Replay;
 
-// Metadata callbacks (HistorySink's) reach the observer unchanged; the live
+// Metadata callbacks (HistoryListener's) reach the observer unchanged; the live
 // state's changes come as LiveSet::Listener's (on_alloc, on_release,
 // on_teardown).
-class ReplayObserver : public HistorySink, public LiveSet::Listener {
+class ReplayObserver : public HistoryListener, public LiveSet::Listener {
  public:
   // Only events this returns true for are replayed (e.g. up to a time).
   virtual bool wants(const Event &) { return true; }
@@ -43,7 +43,7 @@ class ReplayObserver : public HistorySink, public LiveSet::Listener {
   const Replay *replay_ = nullptr;  // the replay feeding this observer, for its live state
 };
 
-class Replay final : public HistorySink {
+class Replay final : public HistoryListener {
  public:
   explicit Replay(ReplayObserver &obs) : obs_(obs) { obs.replay_ = this; }
   ~Replay() override { obs_.replay_ = nullptr; }

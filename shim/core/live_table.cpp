@@ -94,7 +94,7 @@ void LiveTable::for_each(const std::function<void(const LiveRecord &)> &fn) {
 }
 
 void LiveTable::remove_if(const std::function<bool(const LiveRecord &)> &pred,
-                          const std::function<void(const LiveRecord &)> &sink) {
+                          const std::function<void(const LiveRecord &)> &take) {
   for (Shard &s : shards_) {
     Guard g(s.lock);
     std::vector<LiveRecord> keep;
@@ -102,7 +102,7 @@ void LiveTable::remove_if(const std::function<bool(const LiveRecord &)> &pred,
     for (const LiveRecord &r : s.slots) {
       if (!r.addr) continue;
       if (pred(r))
-        sink(r);
+        take(r);
       else
         keep.push_back(r);
     }

@@ -40,9 +40,9 @@ class LiveTable {
 
   // Visits every live record (each shard locked in turn).
   void for_each(const std::function<void(const LiveRecord &)> &fn);
-  // Removes every record for which `pred` is true, passing each to `sink`.
+  // Removes every record for which `pred` is true, passing each to `take`.
   void remove_if(const std::function<bool(const LiveRecord &)> &pred,
-                 const std::function<void(const LiveRecord &)> &sink);
+                 const std::function<void(const LiveRecord &)> &take);
   void clear();
   size_t size();
   void reset_locks_after_fork();

@@ -141,7 +141,7 @@ bool Recorder::free_preexisting(ApiId api, Family family, uint64_t addr, uint64_
 
 void Recorder::begin_interval() {
   // A free racing with the move finds the record in one table or the other:
-  // the sink runs under the source shard's lock.
+  // `take` runs under the source shard's lock.
   for (auto [from, to] : {std::pair{&live_, &pre_live_}, std::pair{&vmm_, &pre_vmm_}})
     from->remove_if([](const LiveRecord &) { return true; },
                     [to = to](const LiveRecord &r) { to->insert(r, nullptr); });

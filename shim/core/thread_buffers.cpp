@@ -93,9 +93,14 @@ ThreadBuf *my_buf() {
 
 Sealed seal(ThreadBuf &b) {
   Sealed c{b.tid, b.base_time, b.count, {}};
+  // The next buffer starts with the room this one grew to: a thread that
+  // fills a buffer between two passes would otherwise grow a fresh one by
+  // doubling, copying what it holds, after every pass (a cost per event
+  // that grew with the number of passes, that is with wall time).
+  const size_t room = b.bytes.size();
   b.bytes.resize(b.used);
   c.bytes.swap(b.bytes);
-  b.bytes.resize(kFirstBufferBytes);
+  b.bytes.resize(room);
   b.used = 0;
   b.count = 0;
   return c;

@@ -32,7 +32,7 @@ const std::string &temp_path() {
   return *path;
 }
 
-struct NullSink : torchseal::HistorySink {
+struct NullListener : torchseal::HistoryListener {
   uint64_t n = 0;
   void on_event(const torchseal::Event &) override { ++n; }
 };
@@ -50,12 +50,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   close(fd);
   {
-    NullSink sink;
+    NullListener listener;
     std::string error;
     std::vector<std::string> warnings;
     torchseal::HistoryReadStats st;
-    torchseal::read_history(path, sink, error, warnings, &st);
-    if (st.events != 0 && st.events < sink.n) abort();  // stats disagree with delivery
+    torchseal::read_history(path, listener, error, warnings, &st);
+    if (st.events != 0 && st.events < listener.n) abort();  // stats disagree with delivery
   }
   {
     torchseal::AnalysisInput in;

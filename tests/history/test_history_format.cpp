@@ -98,7 +98,7 @@ Event event_at(Op op, ApiId api, uint64_t addr, uint64_t size, uint64_t t) {
   return e;
 }
 
-struct Collect : HistorySink {
+struct Collect : HistoryListener {
   std::vector<Event> events;
   ProcessInfo process;
   size_t stacks = 0;

@@ -108,15 +108,14 @@ def scenario_program(name, mode):
                 print(f"  library_held: {describe(e)}")
             # Memory by role at the exit scan (docs/roles.md): it adds up, and
             # its CUDA libraries are library_held's.
-            split = r.get("memory_by_role")
-            if CHECK.true(f"{name} fixed: memory_by_role in P.json ({mode})", bool(split)):
-                roles = split["roles"]
-                print("  memory_by_role: " + ", ".join(f"{k} {v['bytes']}" for k, v in roles.items()))
+            roles = r.get("roles")
+            if CHECK.true(f"{name} fixed: roles in P.json ({mode})", bool(roles)):
+                print("  roles: " + ", ".join(f"{k} {v['bytes']}" for k, v in roles.items()))
                 CHECK.eq(f"{name} fixed: the roles add up to the live total ({mode})",
-                         sum(v["bytes"] for v in roles.values()), split["live_bytes"])
-                lib = roles["cuda_libraries"]["bytes"]
+                         sum(v["bytes"] for v in roles.values()), r["roles_scan"]["live_bytes"])
+                lib = roles["library_held"]["bytes"]
                 want_lib = r["summary"].get("library_held_bytes", 0)
-                CHECK.true(f"{name} fixed: cuda_libraries {lib} is library_held's {want_lib} "
+                CHECK.true(f"{name} fixed: the library_held role {lib} is library_held's {want_lib} "
                            f"within 1% ({mode})", abs(lib - want_lib) <= want_lib / 100)
                 mods = roles["parameters"].get("modules") or []
                 CHECK.true(f"{name} fixed: parameters, if any, name a top-level module: {mods}",

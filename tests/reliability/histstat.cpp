@@ -17,7 +17,7 @@
 
 namespace {
 
-struct Counter : torchseal::HistorySink {
+struct Counter : torchseal::HistoryListener {
   uint64_t n = 0, allocs = 0, frees = 0, ooms = 0, invalid = 0, steps = 0, other = 0;
   int64_t end_events = -1;
   std::unordered_set<uint64_t> live;

@@ -95,6 +95,14 @@ def line_of(marker):
     return next(i for i, l in enumerate(PROGRAM.splitlines(), 1) if "# " + marker in l)
 
 
+def split_of(obj, key="roles"):
+    """P.json's split at obj[key] (role entries only, DESIGN's `roles`) with
+    its obj[key + "_scan"] (at, step, live_bytes), as one dict."""
+    if not obj or key not in obj:
+        return None
+    return dict(obj.get(key + "_scan") or {}, roles=obj[key])
+
+
 def role(split, name):
     return (split.get("roles") or {}).get(name) or {}
 
@@ -145,7 +153,7 @@ def check_dump(split, ledger, mode, script):
                  role(split, "free_cache").get("bytes"), ledger["reserved"] - ledger["allocated"])
         # What CUDA libraries allocated themselves is outside PyTorch's count.
         expected = (ledger["reserved"] + ledger["outside_framework"] +
-                    role(split, "cuda_libraries").get("bytes", 0))
+                    role(split, "library_held").get("bytes", 0))
         adds_up("dump (against memory_reserved() + the raw block + the libraries')", split,
                 expected)
     adds_up("dump", split, split["live_bytes"])
@@ -164,14 +172,14 @@ def scenario(mode):
         script = os.path.join(tmp, "roles.py")
         dumps = [d for d in tier.dumps_of(out) if load(d).get("trigger") == "api"]
         if CHECK.true("one API dump", len(dumps) == 1):
-            split = load(dumps[0]).get("memory_by_role")
-            if CHECK.true("the dump has memory_by_role", bool(split)):
+            split = split_of(load(dumps[0]))
+            if CHECK.true("the dump has roles", bool(split)):
                 check_dump(split, ledger, mode, script)
         r = load(out + ".json")
         ooms = [o for o in r.get("ooms") or [] if not o.get("recovered")]
         if CHECK.true("an unrecovered OOM", bool(ooms)):
-            split = ooms[0].get("memory_by_role")
-            if CHECK.true("the OOM has memory_by_role", bool(split)):
+            split = split_of(ooms[0])
+            if CHECK.true("the OOM has roles", bool(split)):
                 show("OOM", split)
                 adds_up("OOM", split, ooms[0]["live_bytes"])
                 held = role(split, "user_held")
@@ -184,19 +192,22 @@ def scenario(mode):
         txt = open(out + ".txt").read()
         CHECK.true("P.txt: the OOM entry leads with the split",
                    "Out of memory asking " in txt and " live: " in txt, txt[-3000:])
-        peak = r.get("memory_by_role_at_peak")
-        CHECK.true("the peak's split is in P.json", bool(peak))
-        steps = r.get("memory_by_role_steps") or []
+        peak = split_of(r.get("summary"), "peak_roles")
+        CHECK.true("the peak's split is in P.json (summary.peak_roles)", bool(peak))
+        if peak:
+            adds_up("peak", peak, peak["live_bytes"])
+        steps = r.get("roles_steps") or []
         CHECK.true(f"the step scans' totals are in P.json ({len(steps)})", len(steps) >= 1)
         rep = replayed(out)
-        for key in ("memory_by_role", "memory_by_role_at_peak"):
-            CHECK.eq(f"torchseal report P.tseal: the same {key}", totals(rep.get(key)),
-                     totals(r.get(key)))
-        CHECK.eq("torchseal report P.tseal: the same memory_by_role_steps",
-                 rep.get("memory_by_role_steps"), r.get("memory_by_role_steps"))
+        CHECK.eq("torchseal report P.tseal: the same roles", totals(split_of(rep)),
+                 totals(split_of(r)))
+        CHECK.eq("torchseal report P.tseal: the same summary.peak_roles",
+                 totals(split_of(rep.get("summary"), "peak_roles")), totals(peak))
+        CHECK.eq("torchseal report P.tseal: the same roles_steps",
+                 rep.get("roles_steps"), r.get("roles_steps"))
         CHECK.eq("torchseal report P.tseal: the same OOM split",
-                 [totals(o.get("memory_by_role")) for o in rep.get("ooms") or []],
-                 [totals(o.get("memory_by_role")) for o in r.get("ooms") or []])
+                 [totals(split_of(o)) for o in rep.get("ooms") or []],
+                 [totals(split_of(o)) for o in r.get("ooms") or []])
     done()
 
 

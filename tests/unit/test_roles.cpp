@@ -94,7 +94,7 @@ TEST_CASE("a snapshot splits the live set by role and adds up", "[roles]") {
   CHECK(bytes_of(s, "other_tensors") == 256u << 10);
   CHECK(bytes_of(s, "free_cache") == (4u << 20) - (2u << 20) - (512u << 10) - (256u << 10));
   CHECK(bytes_of(s, "outside_framework") == 3u << 20);
-  CHECK(bytes_of(s, "cuda_libraries") == 1u << 20);
+  CHECK(bytes_of(s, "library_held") == 1u << 20);
   CHECK(sum(s) == s.live_bytes);
   REQUIRE(s.roles[0].modules.size() == 1);
   CHECK(s.roles[0].modules[0].name == "GPT");
@@ -105,14 +105,41 @@ TEST_CASE("a snapshot splits the live set by role and adds up", "[roles]") {
   SECTION("P.json carries it and reads it back") {
     std::string text = report_to_json(r);
     auto j = nlohmann::json::parse(text);
-    CHECK(j["memory_by_role"]["roles"]["parameters"]["bytes"] == 1u << 20);
-    CHECK(j["memory_by_role"]["roles"]["outside_framework"]["allocations"] == 1);
+    // DESIGN's spelling: `roles` holds role entries only, each with bytes and
+    // tensors, so a reader adds its values up to the scan's live total.
+    const auto &roles = j["roles"];
+    CHECK(roles["parameters"]["bytes"] == 1u << 20);
+    CHECK(roles["parameters"]["tensors"] == 1);
+    CHECK(roles["outside_framework"]["allocations"] == 1);
+    CHECK(roles["outside_framework"]["tensors"] == 0);
+    CHECK(roles["library_held"]["bytes"] == 1u << 20);
+    uint64_t total = 0;
+    for (const auto &[name, role] : roles.items()) {
+      CHECK(role.contains("tensors"));
+      total += role["bytes"].get<uint64_t>();
+    }
+    CHECK(total == j["roles_scan"]["live_bytes"]);
+    CHECK(j["roles_scan"]["at"] == "dump");
+    CHECK(j["roles_scan"]["step"] == 3);
     Report back;
     std::string error;
     REQUIRE(report_from_json(text, back, error));
     CHECK(back.roles.live_bytes == s.live_bytes);
     CHECK(bytes_of(back.roles, "free_cache") == bytes_of(s, "free_cache"));
     CHECK(back.roles.roles[0].modules.at(0).name == "GPT");
+  }
+  SECTION("the peak's split is summary.peak_roles, and reads back") {
+    r.peak_roles = r.roles;
+    r.peak_roles.at = "step";
+    std::string text = report_to_json(r);
+    auto j = nlohmann::json::parse(text);
+    CHECK(j["summary"]["peak_roles"]["parameters"]["bytes"] == 1u << 20);
+    CHECK(j["summary"]["peak_roles_scan"]["at"] == "step");
+    Report back;
+    std::string error;
+    REQUIRE(report_from_json(text, back, error));
+    CHECK(back.peak_roles.live_bytes == s.live_bytes);
+    CHECK(bytes_of(back.peak_roles, "user_held") == 512u << 10);
   }
   SECTION("the HTML page draws the split, and a bar per step scan") {
     r.role_steps = {r.roles, r.roles};
@@ -154,6 +181,13 @@ TEST_CASE("an OOM's split adds up to the OOM's live total and leads its entry", 
   CHECK(s.live_bytes == 6u << 20);
   CHECK(sum(s) == 6u << 20);
   CHECK(bytes_of(s, "free_cache") == 3u << 20);
+  auto j = nlohmann::json::parse(report_to_json(r));
+  const auto &oom = j["ooms"][0];
+  uint64_t total = 0;
+  for (const auto &[name, role] : oom["roles"].items()) total += role["bytes"].get<uint64_t>();
+  CHECK(total == oom["live_bytes"]);
+  CHECK(oom["roles_scan"]["live_bytes"] == oom["live_bytes"]);
+  CHECK(oom["roles"]["user_held"]["holders"][0]["chain"][0] == "global 'x' (list) in t.py");
   std::string text = report_to_text(r);
   CHECK(text.find("Out of memory asking 8.0 MiB with 6.0 MiB live: held by global 'x' (list) in "
                   "t.py 3.0, free cache 3.0 (MiB)\nOut of memory: cudaMalloc") != std::string::npos);
