@@ -101,7 +101,8 @@ def main():
     if a.update and a.reference:
         with open(a.reference, "w") as f:
             json.dump({"what": "callgrind instructions the shim adds to one cudaMalloc+cudaFree "
-                               "pair of bench/pair_plain (bench/instructions.py)",
+                               "pair of bench/pair_plain, counted inside its pairs() loop on the "
+                               "allocating thread (bench/instructions.py)",
                        "buildtype": a.buildtype or None,
                        "added_instructions_per_pair": got}, f, indent=2)
             f.write("\n")
