@@ -10,6 +10,7 @@
 #include <cuda_runtime_api.h>
 #include <torchseal.h>
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -143,6 +144,10 @@ int main(int argc, char **argv) {
       if (dump_fn && s % 16 == 0) dump_fn("capped_program");
     }
     if (explicit_steps && step_fn) step_fn();
+    // Time windows are the service thread's steps: a step's pause leaves it
+    // the CPU to take them on a loaded machine (where the whole run could
+    // otherwise pass before it ran, leaving no window in the history).
+    if (!explicit_steps) usleep(500);
   }
   for (void *p : held) must(cudaFree(p) == cudaSuccess, "cudaFree");
   return 0;
