@@ -2,7 +2,7 @@
 """Memory by role (docs/roles.md) on real PyTorch: planted tensors of every
 role, then an OOM, each role checked against the program's own ledger.
 
-    roles.py segments | tensors
+    roles.py segments | tensors | uncaught
 
 The program builds a model with parameters and buffers, runs a backward and
 an Adam step (gradients, optimizer state), keeps a list of tensors (held by
@@ -85,6 +85,28 @@ except torch.OutOfMemoryError:
     pass
 torchseal.step()  # the first safe point after the OOM
 print("filled", len(big), flush=True)
+'''
+
+# A training loop that keeps every output (and its graph) in a list until
+# PyTorch's OutOfMemoryError ends it: no torchseal.step() after the OOM, so
+# the exit scan is the first safe point after it.
+UNCAUGHT = r'''
+import json, os
+import torch
+import torchseal
+
+model = torch.nn.Sequential(*[torch.nn.Linear(1024, 1024) for _ in range(3)]).cuda()
+opt = torch.optim.AdamW(model.parameters())
+keep = []
+x = torch.randn(128, 1024, device="cuda")
+with open(os.environ["ROLES_LEDGER"], "w") as f:
+    json.dump({"parameters": sum(p.untyped_storage().nbytes() for p in model.parameters())}, f)
+while True:
+    model(x).square().mean().backward()
+    opt.step()
+    opt.zero_grad()
+    keep.append(model(x))  # KEEP
+    torchseal.step()
 '''
 
 SCAN_ROLES = ("parameters", "buffers", "gradients", "optimizer_state", "saved_activations",
@@ -211,8 +233,42 @@ def scenario(mode):
     done()
 
 
+def scenario_uncaught():
+    """The OOM nobody catches: the exit report's OOM entry still has its
+    split, adding up to the OOM's live total, with `keep` holding."""
+    py = prerequisites()
+    with tempfile.TemporaryDirectory(prefix="tseal-roles-") as tmp:
+        ledger_path = os.path.join(tmp, "ledger.json")
+        p, out = run_cli(py, UNCAUGHT, tmp, "uncaught", "segments",
+                         extra={"SIMCUDA_MEMORY_BYTES": "384MiB", "ROLES_LEDGER": ledger_path})
+        CHECK.true("the program ended in torch.OutOfMemoryError",
+                   p.returncode != 0 and "OutOfMemoryError" in p.stdout, p.stdout[-2000:])
+        ledger = json.load(open(ledger_path))
+        r = load(out + ".json")
+        ooms = [o for o in r.get("ooms") or [] if not o.get("recovered")]
+        if CHECK.true("an unrecovered OOM in the exit report", bool(ooms)):
+            split = split_of(ooms[0])
+            if CHECK.true("the uncaught OOM has roles", bool(split)):
+                show("uncaught OOM", split)
+                adds_up("uncaught OOM", split, ooms[0]["live_bytes"])
+                CHECK.eq("parameters as the ledger", role(split, "parameters").get("bytes"),
+                         ledger["parameters"])
+                held = role(split, "user_held").get("holders") or []
+                CHECK.true("`keep` is the largest user holder",
+                           bool(held) and held[0]["chain"][0].startswith("global 'keep' (list)"),
+                           held[:2])
+                CHECK.true("the kept outputs' graphs are saved activations",
+                           role(split, "saved_activations").get("bytes", 0) > 0)
+        txt = open(out + ".txt").read()
+        CHECK.true("P.txt: the OOM entry leads with the split",
+                   "Out of memory asking " in txt and "held by global 'keep'" in txt, txt[-3000:])
+    done()
+
+
 if __name__ == "__main__":
     mode = sys.argv[1] if len(sys.argv) > 1 else "segments"
-    if mode not in ("segments", "tensors"):
-        sys.exit(f"usage: {sys.argv[0]} segments | tensors")
+    if mode not in ("segments", "tensors", "uncaught"):
+        sys.exit(f"usage: {sys.argv[0]} segments | tensors | uncaught")
+    if mode == "uncaught":
+        scenario_uncaught()
     scenario(mode)

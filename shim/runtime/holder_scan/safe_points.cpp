@@ -350,7 +350,11 @@ void scan(ScanAt where) {
       // scan found storages, or PyTorch's allocator answered).
       const bool roles = !result.storages.empty() || result.allocator_stats;
       RoleSnapshot snap;
-      bool oom_scan = false;  // the first scan after an OOM: its snapshot is that OOM's
+      // The first scan after an OOM: its snapshot is that OOM's. The exit
+      // scan too: an OOM the program never caught (the OutOfMemoryError ends
+      // it) has no other safe point after it, and the traceback keeps what
+      // the failing frames held.
+      bool oom_scan = false;
       if (roles || (!at_exit && graphs)) {
         recorder().live_now(now);
         now.holders = std::move(result);
@@ -360,12 +364,12 @@ void scan(ScanAt where) {
           {
             std::lock_guard<std::mutex> lock(S().mu);
             step = S().steps;
-            oom_scan = !at_exit && ooms > S().ooms_scanned;
+            oom_scan = ooms > S().ooms_scanned;
           }
           static constexpr const char *kAt[] = {"step", "dump", "exit"};
           double r0 = now_s();
-          snap =
-              role_snapshot(now, oom_scan ? "oom" : kAt[static_cast<int>(where)], step, now_ns());
+          snap = role_snapshot(now, oom_scan && !at_exit ? "oom" : kAt[static_cast<int>(where)],
+                               step, now_ns());
           // Memory by role's own cost, beside the scan's (docs/roles.md, "Cost").
           log::debug(
               "role snapshot: %zu live allocation(s), %zu site(s), %.3f ms (in the scan: %.3f ms)",
