@@ -34,7 +34,7 @@ def count(build, shim, depth, pairs, tmp):
     # simcuda allocates to the count: a different count per run.
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("TORCHSEAL_", "SIMCUDA_", "MALLOC_")) and k != "LD_PRELOAD"}
-    env["LD_LIBRARY_PATH"] = os.path.join(build, "tests", "simcuda")
+    env["LD_LIBRARY_PATH"] = os.path.join(build, "simcuda")
     env["SIMCUDA_DEVICES"] = "1"
     if shim:
         env["LD_PRELOAD"] = os.path.join(build, "shim", "libtorchseal.so")

@@ -85,7 +85,7 @@ class Ctx:
         b = os.path.abspath(args.build_dir)
         self.build = b
         self.shim = os.path.join(b, "shim", "libtorchseal.so")
-        self.simcuda = os.path.join(b, "tests", "simcuda")
+        self.simcuda = os.path.join(b, "simcuda")
         self.cli = os.path.join(b, "report", "torchseal")
         self.bench_cuda = os.path.join(b, "bench", "bench_cuda")
         self.bench_malloc = os.path.join(b, "bench", "bench_malloc")

@@ -112,7 +112,7 @@ def _simcuda_cudart():
     # examples/python/ -> the checkout's default build directory.
     roots.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "build"))
     for root in roots:
-        path = os.path.join(root, "tests", "simcuda", "libcudart.so.13")
+        path = os.path.join(root, "simcuda", "libcudart.so.13")
         if os.path.exists(path):
             return os.path.normpath(path)
     return None

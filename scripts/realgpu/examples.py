@@ -99,7 +99,7 @@ class Runner:
                               os.path.join(source_root, "tests", "integration", "run.py"))
         self.harness = sys.modules["harness"]
         self.build = build
-        self.simcuda = os.path.join(build, "tests", "simcuda")
+        self.simcuda = os.path.join(build, "simcuda")
         self.stack = stack
         self.sanitizer = sanitizer_path
         self.reports = []

@@ -139,7 +139,7 @@ def importable(py):
     """torch imports on simcuda and sees the device; cached per build."""
     name = "import-ok" + ("-" + TORCH_PYTHON if TORCH_PYTHON else "")
     stamp = os.path.join(BUILD, "tests", "torch", name)
-    libs = [os.path.join(BUILD, "tests", "simcuda", n) for n in ("libcudart.so.13", "libcuda.so.1")]
+    libs = [os.path.join(BUILD, "simcuda", n) for n in ("libcudart.so.13", "libcuda.so.1")]
     if os.path.exists(stamp) and all(os.path.getmtime(stamp) > os.path.getmtime(l) for l in libs
                                      if os.path.exists(l)):
         return

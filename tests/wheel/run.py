@@ -155,7 +155,7 @@ def run_bare_root(env_dir):
         bar = "!" * 78
         print("%s\nSKIP wheel in a bare root: %s\n%s" % (bar, why, bar), flush=True)
         return
-    e = with_simcuda(env(), os.path.join(BUILD, "tests", "simcuda"))
+    e = with_simcuda(env(), os.path.join(BUILD, "simcuda"))
     cli = os.path.join(env_dir, "bin", "torchseal")
     checks.check_planted(CHECK, cli, e, os.path.join(WORK, "bare-planted"),
                          os.environ["TSEAL_WHEEL_PLANTED"], os.environ["TSEAL_WHEEL_PLANTED_SRC"],
