@@ -4,9 +4,9 @@
 
 #include <cstdio>
 
+#include "common/util/log.h"
 #include "cupti_backend/cupti_search_path.h"
 #include "shim/intercept/dlsym_hook.h"
-#include "common/util/log.h"
 
 namespace torchseal::cupti {
 namespace {

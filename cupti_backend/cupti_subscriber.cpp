@@ -8,11 +8,11 @@
 #include <cstddef>
 #include <new>
 
+#include "common/util/log.h"
 #include "cupti_backend/call_owner.h"
 #include "cupti_backend/cupti_backend.h"
 #include "cupti_backend/event_callbacks.h"
 #include "shim/core/activation.h"
-#include "common/util/log.h"
 
 namespace torchseal::cupti {
 namespace {

@@ -4,13 +4,13 @@
 
 #include <atomic>
 
-#include "shim/core/context_id.h"
-#include "shim/core/record_call.h"
 #include "cupti_backend/call_owner.h"
 #include "cupti_backend/context_devices.h"
 #include "cupti_backend/param_decode.h"
-#include "shim/core/driver_api.h"
 #include "shim/core/activation.h"
+#include "shim/core/context_id.h"
+#include "shim/core/driver_api.h"
+#include "shim/core/record_call.h"
 
 namespace torchseal {
 // The shim's lifecycle: the first event recorded in a process (a forked child

@@ -3,10 +3,10 @@
 // samples are loaded. Without LD_PRELOAD nothing of the shim is interposed
 // (the host's CUDA symbols and dlsym bound elsewhere first), so CUPTI is the
 // only way in.
-#include "cupti_backend/cupti_backend.h"
-#include "shim/intercept/dlsym_hook.h"
-#include "shim/core/activation.h"
 #include "common/util/log.h"
+#include "cupti_backend/cupti_backend.h"
+#include "shim/core/activation.h"
+#include "shim/intercept/dlsym_hook.h"
 
 extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) {
   // Runs the shim's first-CUDA-call initialisation, which picks the backend

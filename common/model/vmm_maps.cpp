@@ -48,7 +48,8 @@ void VmmMapTable::unmap(uint64_t va, uint64_t size, std::vector<uint64_t> *gone)
     it = by_va_.erase(it);
     dropped.push_back(m);
     if (m.va < va) kept.push_back({m.va, va - m.va, m.handle, m.stack, m.pystack});
-    if (m.va + m.size > end) kept.push_back({end, m.va + m.size - end, m.handle, m.stack, m.pystack});
+    if (m.va + m.size > end)
+      kept.push_back({end, m.va + m.size - end, m.handle, m.stack, m.pystack});
   }
   // The parts kept first: a handle partly unmapped is still mapped.
   for (const VmmMap &m : kept) add(m);

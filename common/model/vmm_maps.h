@@ -47,7 +47,7 @@ class VmmMapTable {
   void add(const VmmMap &m);
   void drop(const VmmMap &m, std::vector<uint64_t> *gone);
 
-  std::map<uint64_t, VmmMap> by_va_;  // keyed by VmmMap::va; ranges never overlap
+  std::map<uint64_t, VmmMap> by_va_;                // keyed by VmmMap::va; ranges never overlap
   std::unordered_map<uint64_t, uint32_t> maps_of_;  // handle -> mappings of it
   std::unordered_set<uint64_t> released_;           // released, still mapped
 };

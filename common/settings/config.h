@@ -10,8 +10,8 @@
 #include <cstdint>
 #include <string>
 
-#include "common/util/log.h"
 #include "common/settings/settings.h"
+#include "common/util/log.h"
 
 namespace torchseal {
 

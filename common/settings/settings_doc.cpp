@@ -125,10 +125,11 @@ int main(int argc, char **argv) {
     if (current == wanted) return 0;
     std::string have_line, want_line;
     first_difference(current, wanted, have_line, want_line);
-    std::fprintf(stderr,
-                 "settings_doc: the settings table in %s differs from common/settings/settings.def; "
-                 "regenerate it with `%s`\n  it has:   %s\n  it needs: %s\n",
-                 path, kRegenerate, have_line.c_str(), want_line.c_str());
+    std::fprintf(
+        stderr,
+        "settings_doc: the settings table in %s differs from common/settings/settings.def; "
+        "regenerate it with `%s`\n  it has:   %s\n  it needs: %s\n",
+        path, kRegenerate, have_line.c_str(), want_line.c_str());
     return 1;
   }
   if (current == wanted) return 0;

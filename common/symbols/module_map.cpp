@@ -100,7 +100,8 @@ const Module *find_module(const std::vector<Module> &modules, uint64_t addr) {
 
 bool is_internal_module(std::string_view module_path) {
   size_t slash = module_path.rfind('/');
-  std::string_view base = slash == std::string_view::npos ? module_path : module_path.substr(slash + 1);
+  std::string_view base =
+      slash == std::string_view::npos ? module_path : module_path.substr(slash + 1);
   auto starts = [&](std::string_view p) { return base.substr(0, p.size()) == p; };
   return starts("libtorchseal") || starts("libcudart") || starts("libcuda.") || starts("libcupti");
 }

@@ -187,8 +187,8 @@ Report analyze(const AnalysisInput &in, Symbolizer &symbolizer, const AnalysisOp
     const LiveAlloc &a = in.live[i];
     const uint32_t site = sites.get(a.stack, a.pystack);
     // Only exit-time liveness is the framework's to excuse, as for cache.
-    const LibraryHolding *lib = a.detected_at == DetectedAt::Exit ? &holding_of(site, a.stack)
-                                                                  : nullptr;
+    const LibraryHolding *lib =
+        a.detected_at == DetectedAt::Exit ? &holding_of(site, a.stack) : nullptr;
     const bool lib_direct = lib && !lib->library.empty() && lib->direct;
     // The tensors inside a cached segment or handle, as a scan taken now
     // found them (segments mode: what Python holds is shown at exit, at a
@@ -203,8 +203,8 @@ Report analyze(const AnalysisInput &in, Symbolizer &symbolizer, const AnalysisOp
       r.summary.cached_free_bytes += a.size - in_tensors;
       if (!in_tensors) continue;
     }
-    Grouping &g = cached                           ? reachable
-                  : lib && !lib->library.empty()   ? library
+    Grouping &g = cached                            ? reachable
+                  : lib && !lib->library.empty()    ? library
                   : split_reachable && held.held(i) ? reachable
                                                     : leaked;
     LeakKey key{site, static_cast<uint16_t>(a.api), a.device, static_cast<uint8_t>(a.family),

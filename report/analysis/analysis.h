@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "report/analysis/growth.h"
-#include "common/symbols/symbolizer.h"
 #include "common/model/analysis_input.h"
+#include "common/symbols/symbolizer.h"
+#include "report/analysis/growth.h"
 #include "report/model/report_model.h"
 
 namespace torchseal {

@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "report/analysis/site.h"
 #include "common/model/analysis_input.h"
+#include "report/analysis/site.h"
 #include "report/model/report_model.h"
 
 namespace torchseal {

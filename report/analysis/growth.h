@@ -20,8 +20,8 @@
 #include <cstddef>
 #include <vector>
 
-#include "common/symbols/symbolizer.h"
 #include "common/model/analysis_input.h"
+#include "common/symbols/symbolizer.h"
 #include "report/model/report_model.h"
 
 namespace torchseal {

@@ -15,8 +15,8 @@
 #include <string>
 #include <utility>
 
-#include "report/analysis/site.h"
 #include "common/model/analysis_input.h"
+#include "report/analysis/site.h"
 #include "report/model/report_model.h"
 
 namespace torchseal {

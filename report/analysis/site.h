@@ -9,9 +9,9 @@
 #include <utility>
 #include <vector>
 
+#include "common/model/analysis_input.h"
 #include "common/symbols/module_map.h"  // is_internal_module
 #include "common/symbols/symbolizer.h"
-#include "common/model/analysis_input.h"
 #include "report/model/report_model.h"
 
 namespace torchseal {

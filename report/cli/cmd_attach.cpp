@@ -93,8 +93,9 @@ bool inject_with_remote_exec(const attach::Target &t, const std::string &shim,
   }
   {
     std::ofstream f(script);
-    f << "_TORCHSEAL_ATTACH = (" << python_bytes_literal(shim) << ".decode('utf-8', 'surrogateescape'), "
-      << python_bytes_literal(request) << ", " << python_bytes_literal(status) << ".decode('utf-8', 'surrogateescape'))\n"
+    f << "_TORCHSEAL_ATTACH = (" << python_bytes_literal(shim)
+      << ".decode('utf-8', 'surrogateescape'), " << python_bytes_literal(request) << ", "
+      << python_bytes_literal(status) << ".decode('utf-8', 'surrogateescape'))\n"
       << body;
     if (!f) {
       error = "cannot write " + script;

@@ -174,7 +174,6 @@ bool set_setting_variables(const RunOptions &opts, const std::string &output, st
 
 // ---- the `torchseal` Python helper ----
 
-
 // Prepends the helper to PYTHONPATH so `import torchseal` in CMD gets the
 // helper matching this shim. Not finding it is not an error: CMD may not be
 // Python at all, and the helper is only a convenience.

@@ -12,8 +12,8 @@
 
 #include <CLI/CLI.hpp>
 
-#include "report/model/report_model.h"
 #include "common/settings/settings.h"
+#include "report/model/report_model.h"
 
 namespace torchseal::cli {
 

@@ -8,11 +8,11 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/settings/settings.h"
 #include "report/analysis/suppressions.h"
 #include "report/cli/commands.h"
-#include "report/input/history_reader.h"
 #include "report/cli/load_report.h"
-#include "common/settings/settings.h"
+#include "report/input/history_reader.h"
 
 namespace torchseal::cli {
 

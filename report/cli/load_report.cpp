@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <unordered_map>
 
-#include "report/input/history_reader.h"
 #include "common/symbols/symbolizer.h"
+#include "report/input/history_reader.h"
 #include "report/render/report_json.h"
 #include "report/replay/analysis_replay.h"
 

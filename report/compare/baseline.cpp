@@ -5,8 +5,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "report/analysis/site_match.h"
 #include "common/util/read_file.h"
+#include "report/analysis/site_match.h"
 #include "report/render/site_json.h"
 
 namespace torchseal {

@@ -78,8 +78,8 @@ bool overlaps(const Seg &s, const HistoryWindow &w, uint64_t from_ns, uint64_t t
 
 }  // namespace
 
-bool read_segmented(const std::string &path, FILE *main, HistoryListener &listener, std::string &error,
-                    std::vector<std::string> &warnings, HistoryReadStats *stats,
+bool read_segmented(const std::string &path, FILE *main, HistoryListener &listener,
+                    std::string &error, std::vector<std::string> &warnings, HistoryReadStats *stats,
                     void (*progress)(uint64_t, uint64_t), const HistoryWindow *window) {
   (void)error;
   ChunkReader reader(listener);

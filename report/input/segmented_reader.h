@@ -13,8 +13,8 @@
 namespace torchseal {
 
 // Reads the capped history whose main file is `main` (open, past its header).
-bool read_segmented(const std::string &path, FILE *main, HistoryListener &listener, std::string &error,
-                    std::vector<std::string> &warnings, HistoryReadStats *stats,
+bool read_segmented(const std::string &path, FILE *main, HistoryListener &listener,
+                    std::string &error, std::vector<std::string> &warnings, HistoryReadStats *stats,
                     void (*progress)(uint64_t, uint64_t), const HistoryWindow *window);
 
 }  // namespace torchseal

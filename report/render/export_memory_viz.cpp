@@ -10,8 +10,8 @@
 #include <memory>
 #include <unordered_map>
 
-#include "report/analysis/site.h"
 #include "common/symbols/symbolizer.h"
+#include "report/analysis/site.h"
 #include "report/render/pickle_writer.h"
 #include "report/replay/replay.h"
 

@@ -5,9 +5,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/symbols/symbolizer.h"
 #include "report/analysis/shown_frames.h"
 #include "report/analysis/site.h"
-#include "common/symbols/symbolizer.h"
 #include "report/render/html_escape.h"
 #include "report/render/html_flame.h"
 

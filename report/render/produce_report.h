@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "report/analysis/analysis.h"
 #include "common/model/analysis_input.h"
+#include "report/analysis/analysis.h"
 #include "report/model/report_model.h"
 
 namespace torchseal {

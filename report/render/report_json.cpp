@@ -334,10 +334,9 @@ void read_report(const json &j, Report &r) {
       const json &e = leaks[i];
       LeakEntry l;
       l.kind = get_str(e, pth, "kind");
-      check_one_of(
-          l.kind, join(pth, "kind"),
-          {"device", "stream-ordered", "managed", "host-pinned", "vmm", "host-registered",
-           "graph"});
+      check_one_of(l.kind, join(pth, "kind"),
+                   {"device", "stream-ordered", "managed", "host-pinned", "vmm", "host-registered",
+                    "graph"});
       l.api = get_str(e, pth, "api");
       l.device = get_int32_or_null(e, pth, "device", -1);
       l.bytes = get_u64(e, pth, "bytes");

@@ -186,10 +186,10 @@ std::string report_to_text(const Report &r) {
   std::string out;
   const std::string tag = "==" + std::to_string(r.process.pid) + "==torchseal: ";
   // An interval report (torchseal_start .. torchseal_stop) ends at the stop.
-  const std::string at_end = r.history.windowed    ? "at the window's end"
-                             : r.trigger == "stop" ? "at stop"
+  const std::string at_end = r.history.windowed        ? "at the window's end"
+                             : r.trigger == "stop"     ? "at stop"
                              : r.trigger == "snapshot" ? "at the snapshot"
-                                                   : "at exit";
+                                                       : "at exit";
   const std::string cwd = working_dir();
   bool anything =
       !r.leaks.empty() || !r.growth.empty() || !r.ooms.empty() || !r.invalid_frees.empty();
@@ -214,8 +214,8 @@ std::string report_to_text(const Report &r) {
     append_frames(out, l.frames, l.python_frames, is_python_site(r, l.python_frames), "    ", cwd);
     if (!l.map_frames.empty() || !l.map_python_frames.empty()) {
       out += "  still mapped by cuMemMap from:\n";
-      append_frames(out, l.map_frames, l.map_python_frames,
-                    is_python_site(r, l.map_python_frames), "    ", cwd);
+      append_frames(out, l.map_frames, l.map_python_frames, is_python_site(r, l.map_python_frames),
+                    "    ", cwd);
     }
     append_holders(out, l.holders, "    ");
   }
@@ -230,9 +230,9 @@ std::string report_to_text(const Report &r) {
 
   for (const LeakEntry &l : r.library_held) {
     out += "\nHeld by " + clean(l.library) + " for the framework's handles " + at_end +
-           " (library-held, not a leak): " + u64(l.bytes) + " byte(s) in " +
-           u64(l.allocations) + " allocation(s) (" + clean(l.kind) + ", " + clean(l.api) +
-           ", device " + device_str(l.device) + ") allocated from:\n";
+           " (library-held, not a leak): " + u64(l.bytes) + " byte(s) in " + u64(l.allocations) +
+           " allocation(s) (" + clean(l.kind) + ", " + clean(l.api) + ", device " +
+           device_str(l.device) + ") allocated from:\n";
     append_frames(out, l.frames, l.python_frames, is_python_site(r, l.python_frames), "    ", cwd);
   }
 
@@ -261,11 +261,10 @@ std::string report_to_text(const Report &r) {
     // A recovered one never reached the program: the allocator's retry worked.
     // The split by role leads (docs/roles.md).
     out += "\n" + oom_role_lead(o);
-    out +=
-        std::string(o.recovered ? "Out of memory, recovered by a retry: " : "Out of memory: ") +
-        clean(o.api) + " of " + u64(o.requested_bytes) + " byte(s) on device " +
-        device_str(o.device) + " failed with " + u64(o.live_bytes) +
-        " byte(s) live, requested from:\n";
+    out += std::string(o.recovered ? "Out of memory, recovered by a retry: " : "Out of memory: ") +
+           clean(o.api) + " of " + u64(o.requested_bytes) + " byte(s) on device " +
+           device_str(o.device) + " failed with " + u64(o.live_bytes) +
+           " byte(s) live, requested from:\n";
     append_frames(out, o.frames, o.python_frames, is_python_site(r, o.python_frames), "    ", cwd);
     if (!o.top_sites.empty()) {
       out += "  Largest live sites at the time:\n";
@@ -280,9 +279,10 @@ std::string report_to_text(const Report &r) {
   }
 
   if (r.held_now.present) {
-    out += "\nHeld now by Python objects (a snapshot: memory allocated before the attach\n"
-           "included): " + u64(r.held_now.bytes) + " byte(s) in " + u64(r.held_now.tensors) +
-           " tensor storage(s)\n";
+    out +=
+        "\nHeld now by Python objects (a snapshot: memory allocated before the attach\n"
+        "included): " +
+        u64(r.held_now.bytes) + " byte(s) in " + u64(r.held_now.tensors) + " tensor storage(s)\n";
     append_holders(out, r.held_now.holders, "  ");
   }
 

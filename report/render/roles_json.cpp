@@ -71,8 +71,7 @@ ojson role_steps_json(const std::vector<RoleSplit> &steps) {
   });
 }
 
-bool get_role_split(const json &obj, const std::string &key, RoleSplit &out,
-                    std::string &error) {
+bool get_role_split(const json &obj, const std::string &key, RoleSplit &out, std::string &error) {
   auto found = obj.find(key);
   if (found == obj.end()) return true;
   // Only what the text and HTML show is read back: the totals, the modules

@@ -50,7 +50,7 @@ std::string role_table(const RoleSplit &split, const std::string &title) {
     if (e.count)
       out += "  " + std::to_string(e.count) +
              (e.role == "library_held" || e.role == "outside_framework" ? " allocation(s)"
-                                                                          : " tensor(s)");
+                                                                        : " tensor(s)");
     out += "\n";
     for (size_t k = 0; k < e.modules.size() && k < kShownModules; ++k)
       out += "      " + sized(e.modules[k].bytes) + " in " + clean(e.modules[k].name) + "\n";

@@ -72,7 +72,7 @@ inline int vmm_create_device(const CUmemAllocationProp *prop) {
 // A graph allocation node's device (its pool location), or -1.
 inline int graph_node_device(const CUDA_MEM_ALLOC_NODE_PARAMS *p) {
   return (p && p->poolProps.location.type == CU_MEM_LOCATION_TYPE_DEVICE) ? p->poolProps.location.id
-                                                                         : -1;
+                                                                          : -1;
 }
 
 // Whether teardown call `call` frees the allocations of `c`'s context or

@@ -34,8 +34,7 @@ struct DriverQueries {
   CUresult (*device_get_count)(int *) = nullptr;
   // cuStreamGetCaptureInfo_v3 (CUDA 12.3+), else _v2: the capture's graph.
   CUresult (*capture_info_v3)(CUstream, CUstreamCaptureStatus *, cuuint64_t *, CUgraph *,
-                              const CUgraphNode **, const CUgraphEdgeData **,
-                              size_t *) = nullptr;
+                              const CUgraphNode **, const CUgraphEdgeData **, size_t *) = nullptr;
   CUresult (*capture_info_v2)(CUstream, CUstreamCaptureStatus *, cuuint64_t *, CUgraph *,
                               const CUgraphNode **, size_t *) = nullptr;
 };

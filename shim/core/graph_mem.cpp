@@ -38,8 +38,7 @@ void GraphMemTable::destroy_exec(uint64_t exec) {
 
 void GraphMemTable::capture_ended() {
   int n = captures_.load(std::memory_order_relaxed);
-  while (n > 0 && !captures_.compare_exchange_weak(n, n - 1, std::memory_order_relaxed)) {
-  }
+  while (n > 0 && !captures_.compare_exchange_weak(n, n - 1, std::memory_order_relaxed)) {}
 }
 
 void GraphMemTable::reset_after_fork() {

@@ -10,12 +10,12 @@
 #include "common/live/live_rules.h"
 #include "common/model/run_summary.h"
 #include "common/symbols/module_map.h"  // is_internal_module
-#include "shim/core/counters.h"
-#include "shim/core/python/python_frames.h"
-#include "shim/core/unwind/unwinder.h"
 #include "common/util/log.h"
+#include "shim/core/counters.h"
 #include "shim/core/mark_labels.h"
+#include "shim/core/python/python_frames.h"
 #include "shim/core/thread_buffers.h"
+#include "shim/core/unwind/unwinder.h"
 
 namespace torchseal {
 

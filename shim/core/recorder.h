@@ -62,8 +62,8 @@ class Recorder {
   // CUDA graphs (graph_mem.h). A memory node added to `graph`: an
   // allocation node reserves [va, va + size), a free node frees va when
   // the graph launches. From the hooks after the call succeeded.
-  void on_graph_node(ApiId api, uint64_t graph, bool alloc, uint64_t va, uint64_t size,
-                     int device, uint32_t context);
+  void on_graph_node(ApiId api, uint64_t graph, bool alloc, uint64_t va, uint64_t size, int device,
+                     uint32_t context);
   void on_graph_instantiate(uint64_t exec, uint64_t graph) { graphs_.instantiate(exec, graph); }
   // `exec` was launched: its allocation nodes allocate (at the node's
   // creation site, called from here), its free nodes free.

@@ -9,8 +9,8 @@
 #include <ctime>
 
 #include "common/format/event_codec.h"
-#include "shim/core/shard_lock.h"
 #include "shim/core/asymmetric_fence.h"
+#include "shim/core/shard_lock.h"
 
 namespace torchseal::history {
 

@@ -14,9 +14,9 @@
 #include <unordered_set>
 #include <vector>
 
+#include "common/util/log.h"
 #include "shim/core/loader_walk.h"
 #include "shim/intercept/dlsym_hook.h"
-#include "common/util/log.h"
 
 namespace torchseal::got {
 namespace {

@@ -5,8 +5,8 @@
 
 #include <cuda_runtime_api.h>
 
-#include "shim/core/record_call.h"
 #include "shim/core/activation.h"
+#include "shim/core/record_call.h"
 
 namespace torchseal {
 

@@ -1,7 +1,7 @@
 #include "shim/intercept/real_symbol.h"
 
-#include "shim/intercept/dlsym_hook.h"
 #include "common/util/log.h"
+#include "shim/intercept/dlsym_hook.h"
 
 namespace torchseal {
 

@@ -32,12 +32,12 @@
 #include <mutex>
 #include <string>
 
-#include "shim/runtime/holder_scan/cpython_api.h"
-#include "shim/runtime/holder_scan/safe_points.h"
-#include "shim/core/recorder.h"
-#include "shim/runtime/lifecycle.h"
 #include "common/util/log.h"
 #include "common/util/py_literal.h"
+#include "shim/core/recorder.h"
+#include "shim/runtime/holder_scan/cpython_api.h"
+#include "shim/runtime/holder_scan/safe_points.h"
+#include "shim/runtime/lifecycle.h"
 
 namespace torchseal {
 namespace {

@@ -3,8 +3,8 @@
 #include "torchseal.h"  // the declarations, so they cannot drift from these
 
 #include "shim/core/counters.h"
-#include "shim/runtime/holder_scan/safe_points.h"
 #include "shim/core/recorder.h"
+#include "shim/runtime/holder_scan/safe_points.h"
 #include "shim/runtime/lifecycle.h"
 #include "shim/runtime/report_files.h"
 
@@ -12,9 +12,7 @@ extern "C" {
 
 // None of these wakes the shim: before the first CUDA call they do nothing,
 // so a process that only imports a helper never writes files.
-TORCHSEAL_API int torchseal_active(void) {
-  return torchseal::is_active() ? 1 : 0;
-}
+TORCHSEAL_API int torchseal_active(void) { return torchseal::is_active() ? 1 : 0; }
 
 TORCHSEAL_API void torchseal_step(void) {
   if (!torchseal::is_active()) return;

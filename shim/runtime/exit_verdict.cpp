@@ -3,9 +3,9 @@
 #include "common/format/records.h"
 #include "common/format/tseal_format.h"
 #include "common/model/analysis_input.h"
-#include "shim/runtime/holder_scan/safe_points.h"
-#include "shim/core/recorder.h"
 #include "common/util/log.h"
+#include "shim/core/recorder.h"
+#include "shim/runtime/holder_scan/safe_points.h"
 
 namespace torchseal::history {
 

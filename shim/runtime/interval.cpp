@@ -10,9 +10,9 @@
 #include <mutex>
 #include <string>
 
+#include "common/util/log.h"
 #include "shim/core/recorder.h"
 #include "shim/runtime/lifecycle.h"
-#include "common/util/log.h"
 #include "shim/runtime/report_files.h"
 
 namespace {

@@ -29,10 +29,10 @@
 #endif
 #include "common/symbols/runtime_libs.h"
 #include "common/symbols/symbolizer.h"
-#include "shim/runtime/holder_scan/safe_points.h"
+#include "common/util/log.h"
 #include "shim/core/recorder.h"
 #include "shim/core/unwind/unwinder.h"
-#include "common/util/log.h"
+#include "shim/runtime/holder_scan/safe_points.h"
 #include "shim/runtime/report_files.h"
 
 namespace torchseal {

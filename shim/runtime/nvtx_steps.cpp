@@ -18,10 +18,10 @@
 
 #include <nvtx3/nvToolsExt.h>
 
-#include "shim/core/recorder.h"
 #include "common/settings/config.h"
-#include "shim/runtime/lifecycle.h"
 #include "common/util/log.h"
+#include "shim/core/recorder.h"
+#include "shim/runtime/lifecycle.h"
 
 namespace torchseal {
 namespace {

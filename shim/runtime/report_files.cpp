@@ -15,14 +15,14 @@
 #include <new>
 #include <string>
 
-#include "report/render/produce_report.h"
-#include "report/analysis/suppressions.h"
 #include "common/symbols/module_map.h"
-#include "shim/core/python/python_frames.h"
-#include "shim/runtime/holder_scan/safe_points.h"
-#include "shim/core/recorder.h"
-#include "shim/runtime/lifecycle.h"
 #include "common/util/log.h"
+#include "report/analysis/suppressions.h"
+#include "report/render/produce_report.h"
+#include "shim/core/python/python_frames.h"
+#include "shim/core/recorder.h"
+#include "shim/runtime/holder_scan/safe_points.h"
+#include "shim/runtime/lifecycle.h"
 #include "shim/runtime/output_path.h"
 #include "shim/runtime/torch_mode.h"
 

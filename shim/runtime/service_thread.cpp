@@ -10,18 +10,18 @@
 #include <vector>
 
 #include "common/format/tseal_format.h"
+#include "common/util/log.h"
 #include "shim/core/fast_clock.h"
+#include "shim/core/mark_labels.h"
 #include "shim/core/recorder.h"
+#include "shim/core/thread_buffers.h"
 #include "shim/intercept/got_patch.h"
 #include "shim/runtime/exit_verdict.h"
 #include "shim/runtime/lifecycle.h"
-#include "common/util/log.h"
 #include "shim/runtime/report_files.h"
 #include "shim/runtime/torch_mode.h"
-#include "shim/core/mark_labels.h"
 #include "shim/sink/pass_writer.h"
 #include "shim/sink/symbol_table.h"
-#include "shim/core/thread_buffers.h"
 
 namespace torchseal::history {
 

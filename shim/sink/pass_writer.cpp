@@ -13,13 +13,13 @@
 #include "common/format/records.h"
 #include "common/format/tseal_format.h"
 #include "common/symbols/module_map.h"
+#include "common/util/log.h"
 #include "shim/core/fast_clock.h"
 #include "shim/core/loader_walk.h"
-#include "shim/core/python/python_frames.h"
-#include "common/util/log.h"
 #include "shim/core/mark_labels.h"
-#include "shim/sink/segments.h"
+#include "shim/core/python/python_frames.h"
 #include "shim/core/thread_buffers.h"
+#include "shim/sink/segments.h"
 
 namespace torchseal::history {
 

@@ -8,12 +8,12 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "common/util/log.h"
 #include "shim/core/python/backward_waiter.h"
 #include "shim/core/python/code_locations.h"
 #include "shim/core/python/frame_walker.h"
 #include "shim/core/python/py_stack_table.h"
 #include "shim/core/python/python_runtime.h"
-#include "common/util/log.h"
 
 namespace torchseal::py {
 namespace {

@@ -4,8 +4,8 @@
 #include <atomic>
 #include <cerrno>
 
-#include "shim/core/python/raw_read.h"
 #include "common/util/log.h"
+#include "shim/core/python/raw_read.h"
 
 namespace torchseal::py {
 namespace {

@@ -14,10 +14,10 @@
 #include <vector>
 
 #include "common/symbols/runtime_libs.h"
+#include "common/util/log.h"
 #include "shim/core/ip_hash.h"
 #include "shim/core/unwind/frame_rules.h"
 #include "shim/core/unwind/rule_learner.h"
-#include "common/util/log.h"
 
 namespace torchseal {
 namespace {
@@ -135,8 +135,8 @@ __attribute__((noinline)) int general_step(Frame &f, uint64_t hi) {
 // (`key` 0: it is ip's) inline, anything else by general_step.
 inline __attribute__((always_inline)) int other_step(unwind::RuleTable::Table table, uint64_t i,
                                                      uint64_t key, uint64_t &ip, uint64_t &rsp,
-                                                     uint64_t &rbp, uint64_t hi,
-                                                     uint64_t &rbp_src, bool &rbp_in) {
+                                                     uint64_t &rbp, uint64_t hi, uint64_t &rbp_src,
+                                                     bool &rbp_in) {
   if (key == 0) {
     uint64_t v = unwind::RuleTable::rule_at(table, i);
     if ((v & 0xff) == static_cast<uint64_t>(RuleKind::Step))
@@ -169,8 +169,8 @@ struct WalkMemo {
   uint64_t rbp_src[kMemoFrames];  // where the step from frame k loaded rbp(k+1); 0: kept
   bool rbp_in[kMemoFrames];       // that step read frame k's rbp (else any rbp walks the same)
   int n = 0;                      // frames recorded; 0: nothing to match
-  uint64_t end_src = 0;  // the walk ended on a loaded 0 return address here (0: by a rule)
-  bool whole = false;    // the walk ended by itself, not at `max`
+  uint64_t end_src = 0;           // the walk ended on a loaded 0 return address here (0: by a rule)
+  bool whole = false;             // the walk ended by itself, not at `max`
   uint64_t gen = 0;
   uint64_t hash = 0;  // hash_ips() of ip[0..n)
 };
@@ -307,7 +307,7 @@ __attribute__((always_inline)) inline int walk(uint64_t *out, int max, uint64_t 
       rec->ip[k] = ip;
       rec->rsp[k] = rsp;
       rec->rbp[k] = rbp;
-      rec->rbp_src[k] = 0;   // until a step says otherwise (the last frame
+      rec->rbp_src[k] = 0;    // until a step says otherwise (the last frame
       rec->rbp_in[k] = true;  // of a walk cut at max is never stepped)
     }
     *p++ = ip;
@@ -414,8 +414,7 @@ const ExecRanges *exec_ranges(bool refresh) {
 }
 
 bool in_ranges(const ExecRanges *r, uint64_t ip) {
-  auto it = std::upper_bound(r->ranges.begin(), r->ranges.end(),
-                             std::make_pair(ip, ~uint64_t{0}));
+  auto it = std::upper_bound(r->ranges.begin(), r->ranges.end(), std::make_pair(ip, ~uint64_t{0}));
   return it != r->ranges.begin() && ip < std::prev(it)->second;
 }
 

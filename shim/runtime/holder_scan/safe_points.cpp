@@ -13,14 +13,14 @@
 #include <string>
 #include <vector>
 
+#include "common/util/log.h"
 #include "holder_scan_source.h"
 #include "report/analysis/holders.h"  // report/lib: all_holders
 #include "report/analysis/roles.h"    // report/lib: role_snapshot
-#include "shim/runtime/holder_scan/cpython_api.h"
+#include "shim/core/activation.h"
 #include "shim/core/python/python_frames.h"
 #include "shim/core/recorder.h"
-#include "shim/core/activation.h"
-#include "common/util/log.h"
+#include "shim/runtime/holder_scan/cpython_api.h"
 
 namespace torchseal::holders {
 namespace {
