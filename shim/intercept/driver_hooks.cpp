@@ -13,12 +13,12 @@
 #include <cstring>
 #include <mutex>
 
-#include "shim/core/context_id.h"
-#include "shim/intercept/dlsym_hook.h"
-#include "shim/core/driver_api.h"
-#include "shim/intercept/hook_through.h"
-#include "shim/core/activation.h"
 #include "common/util/log.h"
+#include "shim/core/activation.h"
+#include "shim/core/context_id.h"
+#include "shim/core/driver_api.h"
+#include "shim/intercept/dlsym_hook.h"
+#include "shim/intercept/hook_through.h"
 
 using torchseal::ApiId;
 using torchseal::CallArgs;
@@ -75,11 +75,9 @@ void learn_real_addresses(void *pfn) {
 
 }  // namespace
 
-void *real_driver_function_of(Wrapped *w) {
-  void *p = w->real.load(std::memory_order_acquire);
-  if (p) return p;
+static __attribute__((noinline)) void *resolve_real(Wrapped *w) {
   // Reached through our exported symbol: the real one is next in line.
-  p = real_dlsym(RTLD_NEXT, w->name);
+  void *p = real_dlsym(RTLD_NEXT, w->name);
   if (!p) {
     // Or libcuda was dlopen'ed RTLD_LOCAL and only handed out pointers.
     if (void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD)) {
@@ -90,6 +88,11 @@ void *real_driver_function_of(Wrapped *w) {
   if (p == w->wrapper) p = nullptr;
   if (p) w->real.store(p, std::memory_order_release);
   return p;
+}
+
+void *real_driver_function_of(Wrapped *w) {
+  void *p = w->real.load(std::memory_order_acquire);
+  return p ? p : resolve_real(w);
 }
 
 void *real_driver_function(ApiId id) {
@@ -129,10 +132,10 @@ const DriverQueries &driver_queries() {
           real_dlsym(h, "cuDevicePrimaryCtxGetState"));
       d.device_get_count =
           reinterpret_cast<decltype(d.device_get_count)>(real_dlsym(h, "cuDeviceGetCount"));
-      d.capture_info_v3 = reinterpret_cast<decltype(d.capture_info_v3)>(
-          real_dlsym(h, "cuStreamGetCaptureInfo_v3"));
-      d.capture_info_v2 = reinterpret_cast<decltype(d.capture_info_v2)>(
-          real_dlsym(h, "cuStreamGetCaptureInfo_v2"));
+      d.capture_info_v3 =
+          reinterpret_cast<decltype(d.capture_info_v3)>(real_dlsym(h, "cuStreamGetCaptureInfo_v3"));
+      d.capture_info_v2 =
+          reinterpret_cast<decltype(d.capture_info_v2)>(real_dlsym(h, "cuStreamGetCaptureInfo_v2"));
       dlclose(h);
     }
     return d;
@@ -145,10 +148,10 @@ uint64_t capture_graph_of(uint64_t stream) {
   CUstream s = reinterpret_cast<CUstream>(stream);
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
   CUgraph graph = nullptr;
-  CUresult rc = q.capture_info_v3
-                    ? q.capture_info_v3(s, &status, nullptr, &graph, nullptr, nullptr, nullptr)
-                : q.capture_info_v2 ? q.capture_info_v2(s, &status, nullptr, &graph, nullptr, nullptr)
-                                    : CUDA_ERROR_NOT_SUPPORTED;
+  CUresult rc =
+      q.capture_info_v3 ? q.capture_info_v3(s, &status, nullptr, &graph, nullptr, nullptr, nullptr)
+      : q.capture_info_v2 ? q.capture_info_v2(s, &status, nullptr, &graph, nullptr, nullptr)
+                          : CUDA_ERROR_NOT_SUPPORTED;
   if (rc != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_ACTIVE) return 0;
   return reinterpret_cast<uint64_t>(graph);
 }
@@ -185,9 +188,12 @@ uint32_t current_context_id() {
   return context_id_of(ctx);
 }
 
-template <typename Fn>
-Fn real_of(ApiId id) {
-  return reinterpret_cast<Fn>(real_driver_function(id));
+// The real function behind a wrapper, its table entry found once per
+// wrapper (a nested driver call of every runtime allocation comes here).
+template <typename Fn, ApiId kId>
+Fn real_of() {
+  static Wrapped *const self = find_by_id(kId);
+  return reinterpret_cast<Fn>(self ? real_driver_function_of(self) : nullptr);
 }
 
 // The device and context are asked only for an event (the device only when
@@ -249,9 +255,9 @@ CUresult graph_through(CallArgs c, Forward forward, After after) {
 }  // namespace torchseal
 
 using torchseal::alloc_through;
-using torchseal::graph_through;
 using torchseal::call_args;
 using torchseal::free_through;
+using torchseal::graph_through;
 using torchseal::host_alloc_through;
 using torchseal::real_of;
 using torchseal::teardown_through;
@@ -259,8 +265,8 @@ using torchseal::vmm_range_through;
 
 #define TS_EXPORT extern "C" __attribute__((visibility("default")))
 #define TS_MISSING CUDA_ERROR_NOT_INITIALIZED
-#define TS_DRV_REAL(fn)                          \
-  auto real = real_of<decltype(&fn)>(ApiId::fn); \
+#define TS_DRV_REAL(fn)                            \
+  auto real = real_of<decltype(&fn), ApiId::fn>(); \
   if (!real) return TS_MISSING
 
 // Allocations of the requested `bytesize` returned through `dptr`:
@@ -444,26 +450,27 @@ TS_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph
       [&](CallArgs &a) { a.exec = phGraphExec ? u64(*phGraphExec) : 0; });
 }
 
-#define TS_DRV_INSTANTIATE_PARAMS(fn)                                                       \
-  TS_EXPORT CUresult fn(CUgraphExec *phGraphExec, CUgraph hGraph,                           \
-                        CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams) {                 \
-    TS_DRV_REAL(fn);                                                                        \
-    CallArgs c = call_args(ApiId::fn);                                                      \
-    c.graph = u64(hGraph);                                                                  \
-    return graph_through(                                                                   \
-        c, [&] { return real(phGraphExec, hGraph, instantiateParams); },                    \
-        [&](CallArgs &a) { a.exec = phGraphExec ? u64(*phGraphExec) : 0; });                \
+#define TS_DRV_INSTANTIATE_PARAMS(fn)                                        \
+  TS_EXPORT CUresult fn(CUgraphExec *phGraphExec, CUgraph hGraph,            \
+                        CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams) {  \
+    TS_DRV_REAL(fn);                                                         \
+    CallArgs c = call_args(ApiId::fn);                                       \
+    c.graph = u64(hGraph);                                                   \
+    return graph_through(                                                    \
+        c, [&] { return real(phGraphExec, hGraph, instantiateParams); },     \
+        [&](CallArgs &a) { a.exec = phGraphExec ? u64(*phGraphExec) : 0; }); \
   }
 TS_DRV_INSTANTIATE_PARAMS(cuGraphInstantiateWithParams)
 TS_DRV_INSTANTIATE_PARAMS(cuGraphInstantiateWithParams_ptsz)
 #undef TS_DRV_INSTANTIATE_PARAMS
 
-#define TS_DRV_GRAPH_LAUNCH(fn)                                                          \
-  TS_EXPORT CUresult fn(CUgraphExec hGraphExec, CUstream hStream) {                      \
-    TS_DRV_REAL(fn);                                                                     \
-    CallArgs c = call_args(ApiId::fn, 0, 0, u64(hStream));                               \
-    c.exec = u64(hGraphExec);                                                            \
-    return graph_through(c, [&] { return real(hGraphExec, hStream); }, [](CallArgs &) {}); \
+#define TS_DRV_GRAPH_LAUNCH(fn)                                           \
+  TS_EXPORT CUresult fn(CUgraphExec hGraphExec, CUstream hStream) {       \
+    TS_DRV_REAL(fn);                                                      \
+    CallArgs c = call_args(ApiId::fn, 0, 0, u64(hStream));                \
+    c.exec = u64(hGraphExec);                                             \
+    return graph_through(                                                 \
+        c, [&] { return real(hGraphExec, hStream); }, [](CallArgs &) {}); \
   }
 TS_DRV_GRAPH_LAUNCH(cuGraphLaunch)
 TS_DRV_GRAPH_LAUNCH(cuGraphLaunch_ptsz)
@@ -473,28 +480,30 @@ TS_EXPORT CUresult cuGraphExecDestroy(CUgraphExec hGraphExec) {
   TS_DRV_REAL(cuGraphExecDestroy);
   CallArgs c = call_args(ApiId::cuGraphExecDestroy);
   c.exec = u64(hGraphExec);
-  return graph_through(c, [&] { return real(hGraphExec); }, [](CallArgs &) {});
+  return graph_through(
+      c, [&] { return real(hGraphExec); }, [](CallArgs &) {});
 }
 
 TS_EXPORT CUresult cuGraphDestroy(CUgraph hGraph) {
   TS_DRV_REAL(cuGraphDestroy);
   CallArgs c = call_args(ApiId::cuGraphDestroy);
   c.graph = u64(hGraph);
-  return graph_through(c, [&] { return real(hGraph); }, [](CallArgs &) {});
+  return graph_through(
+      c, [&] { return real(hGraph); }, [](CallArgs &) {});
 }
 
-#define TS_DRV_CAPTURE(fn, params, args)                                       \
-  TS_EXPORT CUresult fn params {                                               \
-    TS_DRV_REAL(fn);                                                           \
-    return graph_through(call_args(ApiId::fn, 0, 0, u64(hStream)),             \
-                         [&] { return real args; }, [](CallArgs &) {});        \
+#define TS_DRV_CAPTURE(fn, params, args)                                                         \
+  TS_EXPORT CUresult fn params {                                                                 \
+    TS_DRV_REAL(fn);                                                                             \
+    return graph_through(                                                                        \
+        call_args(ApiId::fn, 0, 0, u64(hStream)), [&] { return real args; }, [](CallArgs &) {}); \
   }
 TS_DRV_CAPTURE(cuStreamBeginCapture_v2, (CUstream hStream, CUstreamCaptureMode mode),
                (hStream, mode))
 TS_DRV_CAPTURE(cuStreamBeginCapture_v2_ptsz, (CUstream hStream, CUstreamCaptureMode mode),
                (hStream, mode))
-TS_DRV_CAPTURE(cuStreamEndCapture, (CUstream hStream, CUgraph * phGraph), (hStream, phGraph))
-TS_DRV_CAPTURE(cuStreamEndCapture_ptsz, (CUstream hStream, CUgraph * phGraph), (hStream, phGraph))
+TS_DRV_CAPTURE(cuStreamEndCapture, (CUstream hStream, CUgraph *phGraph), (hStream, phGraph))
+TS_DRV_CAPTURE(cuStreamEndCapture_ptsz, (CUstream hStream, CUgraph *phGraph), (hStream, phGraph))
 #undef TS_DRV_CAPTURE
 
 // ---- cuGetProcAddress: hand out wrappers for the variant the driver chose ----
