@@ -50,9 +50,14 @@ struct alignas(64) ThreadBuf {  // threads never share a line
   std::atomic<bool> dead{false};
 };
 
+// Written buffers the writer handed back (recycle()), at most this many:
+// a thread's next buffer is one of them, its pages already faulted in.
+constexpr size_t kSpareBuffers = 8;
+
 struct State {
   ShardLock registry_lock;
   std::vector<ThreadBuf *> bufs;
+  std::vector<EventBytes> spare;   // under registry_lock
   std::vector<Sealed> sealed;      // full buffers waiting for the writer
   size_t sealed_bytes = 0;         // under registry_lock
   std::atomic<size_t> backlog{0};  // sealed since the last cut
@@ -91,16 +96,24 @@ ThreadBuf *my_buf() {
   return b;
 }
 
+// Under registry_lock (both callers hold it).
 Sealed seal(ThreadBuf &b) {
   Sealed c{b.tid, b.base_time, b.count, {}};
   // The next buffer starts with the room this one grew to: a thread that
   // fills a buffer between two passes would otherwise grow a fresh one by
   // doubling, copying what it holds, after every pass (a cost per event
-  // that grew with the number of passes, that is with wall time).
+  // that grew with the number of passes, that is with wall time). A buffer
+  // the writer is done with serves first: a fresh one faults its pages in
+  // as the thread fills it.
   const size_t room = b.bytes.size();
   b.bytes.resize(b.used);
   c.bytes.swap(b.bytes);
-  b.bytes.resize(room);
+  std::vector<EventBytes> &spare = S().spare;
+  if (!spare.empty()) {
+    b.bytes.swap(spare.back());
+    spare.pop_back();
+  }
+  b.bytes.resize(std::max(room, b.bytes.size()));
   b.used = 0;
   b.count = 0;
   return c;
@@ -265,6 +278,16 @@ std::vector<Sealed> cut() {
   return chunks;
 }
 
+void recycle(std::vector<Sealed> &&chunks) {
+  State &s = S();
+  Guard g(s.registry_lock);
+  for (Sealed &c : chunks) {
+    if (s.spare.size() >= kSpareBuffers) break;
+    c.bytes.clear();  // keeps the capacity
+    s.spare.push_back(std::move(c.bytes));
+  }
+}
+
 void reset_after_fork() {
   State &s = S();
   // The parent's writer thread does not exist here.
@@ -279,6 +302,7 @@ void reset_after_fork() {
   // mid-update at the fork: abandon them (never free half-updated vectors).
   new (&s.bufs) std::vector<ThreadBuf *>();
   new (&s.sealed) std::vector<Sealed>();
+  new (&s.spare) std::vector<EventBytes>();
   if (t_buf) {
     t_buf->lock.reset_after_fork();
     t_buf->busy.store(0, std::memory_order_relaxed);

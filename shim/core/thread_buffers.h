@@ -84,6 +84,10 @@ int take_dump_request();
 // handed over since the last cut; forgets the buffers of exited threads.
 std::vector<Sealed> cut();
 
+// The writer is done with these chunks: their buffers become the next ones
+// threads fill (a few are kept; the rest are freed).
+void recycle(std::vector<Sealed> &&chunks);
+
 // Child side of fork: keep only this thread's (emptied) buffer, close the
 // doorbell, stop accepting.
 void reset_after_fork();

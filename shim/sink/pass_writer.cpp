@@ -197,12 +197,14 @@ void pass(StackTable &stacks) {
     // go to the segments.
     for (const Sealed &c : chunks) S().events_written += c.count;
     segments::write_pass(meta, labels, chunks);
+    buffers::recycle(std::move(chunks));
     return;
   }
   std::vector<uint8_t> &out = pass_chunk;
   out.insert(out.end(), meta.begin(), meta.end());
   for (const Sealed &c : chunks) append_events(out, c);
   write_all(out);
+  buffers::recycle(std::move(chunks));
 }
 
 void write_all(const std::vector<uint8_t> &out) { write_bytes(out.data(), out.size()); }
