@@ -103,13 +103,14 @@ Sealed seal(ThreadBuf &b) {
   // fills a buffer between two passes would otherwise grow a fresh one by
   // doubling, copying what it holds, after every pass (a cost per event
   // that grew with the number of passes, that is with wall time). A buffer
-  // the writer is done with serves first: a fresh one faults its pages in
-  // as the thread fills it.
+  // the writer is done with serves first (a fresh one faults its pages in
+  // as the thread fills it), unless it is far larger than this thread
+  // needs: a thread that allocates now and then keeps a small buffer.
   const size_t room = b.bytes.size();
   b.bytes.resize(b.used);
   c.bytes.swap(b.bytes);
   std::vector<EventBytes> &spare = S().spare;
-  if (!spare.empty()) {
+  if (!spare.empty() && spare.back().capacity() <= 2 * room) {
     b.bytes.swap(spare.back());
     spare.pop_back();
   }
