@@ -4,6 +4,7 @@
 #include <regex>
 #include <string_view>
 
+#include "common/util/path_name.h"
 #include "report/analysis/holder_hints.h"
 #include "report/analysis/python_source.h"
 
@@ -185,7 +186,7 @@ std::optional<Hint> try_rule(const Rule &rule, const SourceFrame &u,
       continue;
     }
     if (unless_holds(rule, u, all)) return std::nullopt;
-    const std::string where = basename_of(u.frame->file) + ":" + std::to_string(i + 1);
+    const std::string where = std::string(basename_of(u.frame->file)) + ":" + std::to_string(i + 1);
     return Hint{spec.id, expand(spec.message, code, where, u.frame->function), u.frame->file,
                 int(i + 1)};
   }

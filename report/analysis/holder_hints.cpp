@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/util/path_name.h"
 #include "report/analysis/python_source.h"
 #include "report/analysis/shown_frames.h"
 
@@ -90,20 +91,18 @@ bool is_container(const std::string &t) {
   return false;
 }
 
-bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
-
 Step parse_step(const std::string &s) {
   const Patterns &P = patterns();
   Step st;
-  if (starts_with(s, ".grad_fn") || starts_with(s, ".next_functions[") ||
-      starts_with(s, "._saved_") || s == ".variable") {
+  if (s.starts_with(".grad_fn") || s.starts_with(".next_functions[") || s.starts_with("._saved_") ||
+      s == ".variable") {
     st.kind = StepKind::Graph;
   } else if (s == ".__traceback__" || s == ".tb_next" || s == "frame" || s == ".__context__" ||
              s == ".__cause__" || s.find(" (in a traceback)") != std::string::npos) {
     st.kind = StepKind::Traceback;
-  } else if (starts_with(s, "[<")) {
+  } else if (s.starts_with("[<")) {
     st.kind = StepKind::ObjectKey;
-  } else if (starts_with(s, "[") || starts_with(s, "{<")) {
+  } else if (s.starts_with("[") || s.starts_with("{<")) {
     st.kind = StepKind::Element;
   } else if (std::smatch m; search(s, P.attribute, &m)) {
     st.name = m[1].str();
@@ -195,7 +194,7 @@ bool has_object_key(const Chain &c) {
 
 // Parameters (a model's weights) at the end of the chain or on the way.
 bool reaches_parameter(const Chain &c, size_t from) {
-  if (starts_with(c.tensor, "Parameter ")) return true;
+  if (c.tensor.starts_with("Parameter ")) return true;
   for (size_t i = from; i < c.steps.size(); ++i)
     if (c.steps[i].type == "Parameter") return true;
   return false;
@@ -428,7 +427,7 @@ Hint make(const char *kind, const Found &f, const std::string &message) {
 }
 
 std::string quote_at(const Found &f) {
-  return "`" + code_excerpt(f.code) + "` (" + basename_of(*f.file) + ":" +
+  return "`" + code_excerpt(f.code) + "` (" + std::string(basename_of(*f.file)) + ":" +
          std::to_string(f.idx + 1) + ")";
 }
 

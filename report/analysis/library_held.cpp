@@ -1,18 +1,10 @@
 #include "report/analysis/library_held.h"
+#include "common/util/path_name.h"
 
 #include <string_view>
 
 namespace torchseal {
 namespace {
-
-std::string_view basename_of(std::string_view path) {
-  size_t slash = path.rfind('/');
-  return slash == std::string_view::npos ? path : path.substr(slash + 1);
-}
-
-bool starts_with(std::string_view s, std::string_view prefix) {
-  return s.substr(0, prefix.size()) == prefix;
-}
 
 // Longest prefix first: libcublasLt before libcublas.
 struct ModuleRule {
@@ -27,7 +19,7 @@ constexpr ModuleRule kModules[] = {
 const char *library_of_module(std::string_view module) {
   std::string_view base = basename_of(module);
   for (const ModuleRule &r : kModules)
-    if (starts_with(base, r.prefix)) return r.library;
+    if (base.starts_with(r.prefix)) return r.library;
   return nullptr;
 }
 
@@ -52,8 +44,10 @@ constexpr FunctionRule kFunctions[] = {
 }  // namespace
 
 bool is_framework_module(std::string_view module) {
-  std::string_view base = basename_of(module);
-  return starts_with(base, "libtorch") || starts_with(base, "libc10");
+  std::string_view b = basename_of(module);
+  if (b.starts_with("libtorch") || b.starts_with("libc10") || b.starts_with("libshm")) return true;
+  // torch's Python extension, torch/_C.cpython-312-x86_64-linux-gnu.so.
+  return b.starts_with("_C.") && module.find("/torch/") != std::string_view::npos;
 }
 
 LibraryHolding library_holding(const std::vector<NativeFrame> &frames) {
@@ -66,7 +60,7 @@ LibraryHolding library_holding(const std::vector<NativeFrame> &frames) {
     }
     if (!is_framework_module(frames[i].module)) continue;
     for (const FunctionRule &r : kFunctions)
-      if (starts_with(frames[i].function, r.function)) return {r.library, false};
+      if (frames[i].function.starts_with(r.function)) return {r.library, false};
   }
   return {};
 }

@@ -31,7 +31,8 @@ struct LibraryHolding {
 //    at::cuda::allocateCUDABlasWorkspace, at::cuda::getCUDABlasLtWorkspace).
 LibraryHolding library_holding(const std::vector<NativeFrame> &frames);
 
-// A PyTorch library (libtorch*, libc10*): its frames mark the framework's calls.
+// A PyTorch library (libtorch*, libc10*, libshm*, torch's _C extension): its
+// frames mark the framework's calls.
 bool is_framework_module(std::string_view module);
 
 }  // namespace torchseal

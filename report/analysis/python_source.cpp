@@ -193,11 +193,6 @@ bool search(const std::string &text, const std::regex &re, std::smatch *m) {
   }
 }
 
-std::string basename_of(const std::string &path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
 std::string code_excerpt(const std::string &code) {
   if (code.size() <= kMaxCodeInHint) return code;
   return code.substr(0, kMaxCodeInHint - 3) + "...";

@@ -72,8 +72,6 @@ std::vector<SourceFrame> user_frames(const std::vector<PythonFrame> &frames, Sou
 // std::regex reports pathological inputs by throwing; that is "no match".
 bool search(const std::string &text, const std::regex &re, std::smatch *m = nullptr);
 
-std::string basename_of(const std::string &path);
-
 // Code quoted in a hint, cut to a readable length.
 std::string code_excerpt(const std::string &code);
 

@@ -2,15 +2,11 @@
 
 #include <cctype>
 
+#include "common/util/path_name.h"
+#include "report/analysis/library_held.h"
+
 namespace torchseal {
 namespace {
-
-bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
-
-std::string_view basename_of(std::string_view path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string_view::npos ? path : path.substr(slash + 1);
-}
 
 // Position just past "site-packages/" or "dist-packages/" as a whole path
 // component, or npos.
@@ -47,7 +43,7 @@ bool under_stdlib_dir(std::string_view file) {
 // a statically linked CPython has its whole eval loop there.
 bool is_interpreter_executable(std::string_view module) {
   std::string_view b = basename_of(module);
-  if (!starts_with(b, "python")) return false;
+  if (!b.starts_with("python")) return false;
   for (char c : b.substr(6)) {
     if (!std::isdigit(static_cast<unsigned char>(c)) && c != '.' && c != 't' && c != 'd' &&
         c != 'm') {
@@ -59,8 +55,8 @@ bool is_interpreter_executable(std::string_view module) {
 
 // CPython's C API and internals: _Py*, Py_*, PyObject_Call, ...
 bool is_cpython_name(std::string_view fn) {
-  if (starts_with(fn, "_Py")) return true;
-  return fn.size() > 2 && starts_with(fn, "Py") &&
+  if (fn.starts_with("_Py")) return true;
+  return fn.size() > 2 && fn.starts_with("Py") &&
          (std::isupper(static_cast<unsigned char>(fn[2])) || fn[2] == '_');
 }
 
@@ -78,30 +74,21 @@ std::string_view qualified_name(std::string_view fn) {
 bool is_framework_name(std::string_view fn) {
   std::string_view q = qualified_name(fn);
   for (std::string_view ns : {"pybind11::", "c10::", "at::", "torch::", "caffe2::", "THP"}) {
-    if (starts_with(fn, ns) || starts_with(q, ns)) return true;
+    if (fn.starts_with(ns) || q.starts_with(ns)) return true;
   }
   return false;
 }
 
-bool is_framework_module(std::string_view module) {
-  std::string_view b = basename_of(module);
-  if (starts_with(b, "libtorch") || starts_with(b, "libc10") || starts_with(b, "libshm")) {
-    return true;
-  }
-  // torch's Python extension, torch/_C.cpython-312-x86_64-linux-gnu.so.
-  return starts_with(b, "_C.") && module.find("/torch/") != std::string_view::npos;
-}
-
 bool is_process_entry(std::string_view fn) {
-  return fn == "main" || fn == "_start" || starts_with(fn, "__libc_start");
+  return fn == "main" || fn == "_start" || fn.starts_with("__libc_start");
 }
 
 }  // namespace
 
 PyOrigin python_origin(std::string_view file) {
-  if (file.empty() || starts_with(file, "<frozen")) return PyOrigin::Stdlib;
+  if (file.empty() || file.starts_with("<frozen")) return PyOrigin::Stdlib;
   if (size_t pkg = past_packages_dir(file); pkg != std::string_view::npos) {
-    return starts_with(file.substr(pkg), "torch/") ? PyOrigin::Torch : PyOrigin::User;
+    return file.substr(pkg).starts_with("torch/") ? PyOrigin::Torch : PyOrigin::User;
   }
   return under_stdlib_dir(file) ? PyOrigin::Stdlib : PyOrigin::User;
 }
@@ -113,7 +100,7 @@ bool is_installed_python(std::string_view file) {
 
 bool is_interpreter_native(const NativeFrame &f) {
   if (is_process_entry(f.function)) return false;
-  if (starts_with(basename_of(f.module), "libpython")) return true;
+  if (basename_of(f.module).starts_with("libpython")) return true;
   if (is_interpreter_executable(f.module)) return true;
   return is_cpython_name(f.function);
 }

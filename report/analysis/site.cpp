@@ -5,10 +5,6 @@
 namespace torchseal {
 namespace {
 
-bool starts_with(std::string_view s, std::string_view prefix) {
-  return s.substr(0, prefix.size()) == prefix;
-}
-
 void append_field(std::string &key, std::string_view s) {
   // Length-prefixed, so no choice of separator can be forged by a name.
   key += std::to_string(s.size());
@@ -19,8 +15,8 @@ void append_field(std::string &key, std::string_view s) {
 }  // namespace
 
 bool is_cuda_api_function(std::string_view fn) {
-  if (starts_with(fn, "cuda") || starts_with(fn, "__cuda") || starts_with(fn, "cudart::") ||
-      starts_with(fn, "libcudart_static")) {
+  if (fn.starts_with("cuda") || fn.starts_with("__cuda") || fn.starts_with("cudart::") ||
+      fn.starts_with("libcudart_static")) {
     return true;
   }
   // Driver API: cuMemAlloc_v2, cuCtxDestroy, ... but not user names like "cute".

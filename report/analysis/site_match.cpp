@@ -1,5 +1,6 @@
 #include "report/analysis/site_match.h"
 
+#include "common/util/path_name.h"
 #include "report/analysis/shown_frames.h"
 
 #include <algorithm>
@@ -10,12 +11,7 @@
 namespace torchseal {
 namespace {
 
-std::string basename_of(const std::string &path) {
-  size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
-void field(std::string &key, const std::string &s) {
+void field(std::string &key, std::string_view s) {
   // Length-prefixed, so no name can forge a separator.
   key += std::to_string(s.size());
   key += ':';
@@ -135,7 +131,8 @@ std::string site_label(const std::vector<NativeFrame> &frames,
     if (!out.empty()) out += " <- ";
     out += fn.empty() ? "??" : fn;
     if (!file.empty()) {
-      out += " (" + basename_of(file);
+      out += " (";
+      out += basename_of(file);
       if (line > 0) out += ":" + std::to_string(line);
       out += ")";
     }

@@ -12,6 +12,7 @@
 #include <initializer_list>
 #include <sstream>
 
+#include "common/util/path_name.h"
 #include "common/util/read_file.h"
 
 namespace torchseal::cli::attach {
@@ -67,11 +68,6 @@ bool dynsym(const std::string &file, const char *name, uint64_t &value, uint64_t
   return false;
 }
 
-std::string basename_of(const std::string &p) {
-  size_t slash = p.rfind('/');
-  return slash == std::string::npos ? p : p.substr(slash + 1);
-}
-
 }  // namespace
 
 bool read_memory(pid_t pid, uint64_t addr, void *out, size_t size) {
@@ -104,7 +100,7 @@ uint64_t symbol_address(const Target &t, const std::string &path, const char *na
 std::string mapped_file(const Target &t, std::initializer_list<const char *> prefixes) {
   for (const Mapping &m : t.maps) {
     if (m.path.empty() || m.path[0] != '/') continue;
-    std::string b = basename_of(m.path);
+    std::string b(basename_of(m.path));
     for (const char *p : prefixes)
       if (b.compare(0, std::strlen(p), p) == 0) return m.path;
   }

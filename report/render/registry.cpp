@@ -27,12 +27,12 @@ std::string human(uint64_t n) {
   return buf;
 }
 
-std::string text(const RenderRequest &req) { return report_to_text(*req.report); }
-std::string json(const RenderRequest &req) { return report_to_json(*req.report); }
+std::string render_text(const RenderRequest &req) { return report_to_text(*req.report); }
+std::string render_json(const RenderRequest &req) { return report_to_json(*req.report); }
 
 // The page, plus a live-bytes timeline streamed from the history when the
 // source is one (a P.json has no timeline).
-std::string html(const RenderRequest &req) {
+std::string render_html(const RenderRequest &req) {
   HtmlReportInput in;
   in.report = req.report;
   in.source = req.source;
@@ -88,9 +88,10 @@ bool perfetto(const RenderRequest &req, std::string &summary, std::string &error
 }
 
 constexpr Renderer kRenderers[] = {
-    {"text", "LeakSanitizer-style text (P.txt)", RenderInput::Report, text, nullptr},
-    {"json", "the P.json report (docs/report-format.md)", RenderInput::Report, json, nullptr},
-    {"html", "one self-contained HTML page", RenderInput::Report, html, nullptr},
+    {"text", "LeakSanitizer-style text (P.txt)", RenderInput::Report, render_text, nullptr},
+    {"json", "the P.json report (docs/report-format.md)", RenderInput::Report, render_json,
+     nullptr},
+    {"html", "one self-contained HTML page", RenderInput::Report, render_html, nullptr},
     {"memory-viz", "write a PyTorch memory snapshot (pickle) for pytorch.org/memory_viz",
      RenderInput::History, nullptr, memory_viz},
     {"perfetto", "write a Chrome/Perfetto JSON trace for ui.perfetto.dev", RenderInput::History,

@@ -43,14 +43,33 @@ stale() {
   [ ! -f "$2" ] || [ "$1" -nt "$2" ] ||
     [ -n "$(find "$root/common" "$root/report" "$root/shim" -name '*.h' -newer "$2" -print -quit)" ]
 }
+# Eight sources to an object, as Meson's unity build of report/ does: the
+# JSON library's templates are then compiled once a group, not once a file.
 objs=""
-for s in $report_srcs; do
-  o="$out/obj/$(echo "$s" | tr / _).o"
-  if stale "$root/$s" "$o"; then
-    $cxx $flags -fsanitize=fuzzer-no-link -DTORCHSEAL_HAVE_LIBDW=0 $inc -c "$root/$s" -o "$o"
+compile_group() {  # GROUP SOURCE...
+  u="$out/obj/report-unity$1.cpp" o="$out/obj/report-unity$1.o"
+  shift
+  for s in "$@"; do echo "#include \"$root/$s\""; done >"$u.new"
+  if cmp -s "$u.new" "$u"; then rm "$u.new"; else mv "$u.new" "$u"; fi
+  again=0
+  [ "$u" -nt "$o" ] && again=1
+  for s in "$@"; do stale "$root/$s" "$o" && again=1; done
+  if [ $again = 1 ]; then
+    $cxx $flags -fsanitize=fuzzer-no-link -DTORCHSEAL_HAVE_LIBDW=0 $inc -c "$u" -o "$o"
   fi
   objs="$objs $o"
+}
+group=0 members=""
+for s in $report_srcs; do
+  members="$members $s"
+  if [ "$(echo $members | wc -w)" -eq 8 ]; then
+    # shellcheck disable=SC2086
+    compile_group $group $members
+    group=$((group + 1)) members=""
+  fi
 done
+# shellcheck disable=SC2086
+[ -z "$members" ] || compile_group $group $members
 shim_objs=""
 for s in shim/runtime/output_path.cpp common/settings/config.cpp common/util/log.cpp common/settings/settings.cpp; do
   o="$out/obj/shim_$(echo "$s" | tr / _).o"
