@@ -33,6 +33,10 @@ namespace hook_detail {
 // Nesting depth of hooked calls on this thread (initial-exec: no TLS
 // allocation on first touch, safe inside interposers).
 extern __thread int t_depth __attribute__((tls_model("initial-exec")));
+// The frame of this thread's recording hook while it runs, else null: a
+// stack walk starts there rather than stepping through the shim's own
+// frames below it (bench/RESULTS.md).
+extern __thread void *t_hook_frame __attribute__((tls_model("initial-exec")));
 // Set while the shim is active, the hooks are the recording backend and this
 // process has begun recording: the outermost hooked call then records with
 // one load. Cleared before any of that stops being true.
@@ -42,11 +46,18 @@ bool record_slow();
 
 class HookScope {
  public:
-  HookScope()
+  // Always inline: the frame it notes is the hook's own, live until the
+  // scope ends (a constructor of its own would note a frame that is gone).
+  __attribute__((always_inline)) HookScope()
       : record_(hook_detail::t_depth++ == 0 &&
                 (hook_detail::g_record_fast.load(std::memory_order_relaxed) ||
-                 hook_detail::record_slow())) {}
-  ~HookScope() { --hook_detail::t_depth; }
+                 hook_detail::record_slow())) {
+    if (record_) hook_detail::t_hook_frame = __builtin_frame_address(0);
+  }
+  __attribute__((always_inline)) ~HookScope() {
+    --hook_detail::t_depth;
+    if (record_) hook_detail::t_hook_frame = nullptr;
+  }
   HookScope(const HookScope &) = delete;
   HookScope &operator=(const HookScope &) = delete;
   // True in the outermost hooked call of an active shim.

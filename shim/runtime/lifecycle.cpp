@@ -39,6 +39,7 @@ namespace torchseal {
 
 namespace hook_detail {
 __thread int t_depth = 0;
+__thread void *t_hook_frame = nullptr;
 std::atomic<bool> g_record_fast{false};
 }  // namespace hook_detail
 using hook_detail::g_record_fast;

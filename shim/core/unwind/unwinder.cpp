@@ -15,6 +15,7 @@
 
 #include "common/symbols/runtime_libs.h"
 #include "common/util/log.h"
+#include "shim/core/activation.h"
 #include "shim/core/ip_hash.h"
 #include "shim/core/unwind/frame_rules.h"
 #include "shim/core/unwind/rule_learner.h"
@@ -163,7 +164,19 @@ inline __attribute__((always_inline)) int other_step(unwind::RuleTable::Table ta
 // frames (heaptrack's trace tree saves the same work by interning).
 // Two buffers: the walk records into one while it matches against the
 // other. Rules change only when code is unloaded, which bumps g_memo_gen.
+//
+// The words are checked 16 bytes at a time, from a list made when the walk
+// was recorded: a frame-pointer step loaded the saved rbp and the return
+// address side by side, so one compare covers it; any other step checks
+// each word it loaded in the upper half of a pair whose lower half is
+// masked off. Every address is known before the first load, so the loads
+// are independent (no chase through rbp), and nothing branches per frame.
 constexpr int kMemoFrames = 128;
+using WordPair = uint64_t __attribute__((vector_size(16)));
+struct WordCheck {
+  WordPair want, mask;
+  uint64_t addr;  // of the pair
+};
 struct WalkMemo {
   uint64_t ip[kMemoFrames], rsp[kMemoFrames], rbp[kMemoFrames];
   uint64_t rbp_src[kMemoFrames];  // where the step from frame k loaded rbp(k+1); 0: kept
@@ -173,12 +186,19 @@ struct WalkMemo {
   bool whole = false;             // the walk ended by itself, not at `max`
   uint64_t gen = 0;
   uint64_t hash = 0;  // hash_ips() of ip[0..n)
+  // The checks of the steps from frame k outwards: check[first[k] .. nchecks).
+  WordCheck check[2 * kMemoFrames + 1];
+  uint16_t first[kMemoFrames];
+  int nchecks = 0;
 };
 std::atomic<uint64_t> g_memo_gen{1};
-std::atomic<uint64_t> g_memo_reused{0};  // walks that ended in the memo
+// Walks that ended in the memo, of threads that have exited (each thread
+// counts its own: a shared counter cost a locked add on every walk).
+std::atomic<uint64_t> g_memo_reused{0};
 struct MemoPair {
   WalkMemo buf[2];
   int cur = 0;
+  uint64_t reused = 0;  // this thread's walks that ended in the memo
 };
 thread_local MemoPair *t_memo __attribute__((tls_model("initial-exec"))) = nullptr;
 thread_local bool t_memo_tried __attribute__((tls_model("initial-exec"))) = false;
@@ -188,7 +208,11 @@ thread_local bool t_walking __attribute__((tls_model("initial-exec"))) = false;
 pthread_key_t g_memo_key;
 bool g_memo_key_ok = false;
 
-void free_memo(void *p) { delete static_cast<MemoPair *>(p); }
+void free_memo(void *p) {
+  auto *mp = static_cast<MemoPair *>(p);
+  g_memo_reused.fetch_add(mp->reused, std::memory_order_relaxed);
+  delete mp;
+}
 
 MemoPair *memo_for_thread() {
   if (t_memo || t_memo_tried || !g_memo_key_ok) return t_memo;
@@ -199,47 +223,124 @@ MemoPair *memo_for_thread() {
 }
 
 // Frames m.. of `w` still hold: every word their steps loaded is unchanged.
+inline WordPair differs(const WordCheck &c) {
+  WordPair now;
+  memcpy(&now, reinterpret_cast<const void *>(c.addr), sizeof now);
+  return (now ^ c.want) & c.mask;
+}
+
 inline bool memo_holds(const WalkMemo &w, int m) {
-  for (int k = m; k + 1 < w.n; ++k) {
-    if (load(w.rsp[k + 1] - 8) != w.ip[k + 1]) return false;
-    if (w.rbp_src[k] && load(w.rbp_src[k]) != w.rbp[k + 1]) return false;
+  // Two at a time, into two sums: half the loop's own instructions.
+  WordPair a = {0, 0}, b = {0, 0};
+  const WordCheck *c = w.check + w.first[m], *const end = w.check + w.nchecks;
+  for (; c + 1 < end; c += 2) {
+    a |= differs(c[0]);
+    b |= differs(c[1]);
   }
-  return !w.end_src || load(w.end_src) == 0;
+  if (c < end) a |= differs(*c);
+  a |= b;
+  return (a[0] | a[1]) == 0;
+}
+
+// A check of one word: the upper half of the pair ending at `addr` + 8.
+// The lower half lies lower on the stack, above the walker's own frame.
+inline void check_word(WalkMemo &w, uint64_t addr, uint64_t value) {
+  w.check[w.nchecks++] = {WordPair{0, value}, WordPair{0, ~uint64_t{0}}, addr - 8};
+}
+
+// The checks of the step from frame k to the frame (rsp, ip, rbp), which
+// loaded that frame's rbp from rbp_src (0: kept it).
+inline void check_step(WalkMemo &w, int k, uint64_t rbp_src, uint64_t rsp, uint64_t ip,
+                       uint64_t rbp) {
+  w.first[k] = static_cast<uint16_t>(w.nchecks);
+  if (rbp_src == rsp - 16) {  // a frame-pointer frame: saved rbp, return address
+    w.check[w.nchecks++] = {WordPair{rbp, ip}, WordPair{~uint64_t{0}, ~uint64_t{0}}, rsp - 16};
+    return;
+  }
+  check_word(w, rsp - 8, ip);
+  if (rbp_src) check_word(w, rbp_src, rbp);
 }
 
 // Walks from its own caller outwards. Returns the frames kept (leading
 // torchseal frames skipped) and their hash, or -1 when libunwind must do
-// this capture.
-__attribute__((always_inline)) inline int walk(uint64_t *out, int max, uint64_t *hash,
-                                               bool use_memo);
+// this capture. The frames are in `out`, or, when the stack is the last
+// walk's again, in the memo (`*frames` says where; valid until this
+// thread's next walk).
+// The walk's first frame: its caller's, or the hook's (below).
+struct Start {
+  uint64_t ip, rsp, rbp, hi;
+};
+
+// The first frame outside torchseal, from the frame `fp` of a function of
+// ours; false on another stack or past kCaptureSlack frames of ours.
+__attribute__((always_inline)) inline bool first_frame(const uint64_t *fp, Start &s) {
+  s.hi = stack_top();
+  // Inside a hook: start at its frame, above the shim's own (the walk
+  // still skips any of ours it meets).
+  if (const auto *hook = static_cast<const uint64_t *>(hook_detail::t_hook_frame);
+      hook > fp && reinterpret_cast<uint64_t>(hook) + 16 < s.hi)
+    fp = hook;
+  s.rsp = reinterpret_cast<uint64_t>(fp) + 16;
+  // On another stack (sigaltstack, a coroutine): bounds unknown.
+  if (s.rsp >= s.hi || s.hi - s.rsp > (uint64_t{1} << 32)) return false;
+  s.ip = fp[1];
+  s.rbp = fp[0];
+  // torchseal's own frames: the shim is built with frame pointers, so they
+  // need no rule.
+  for (int self = 0; is_self(s.ip); ++self) {
+    uint64_t cfa = s.rbp + 16;
+    if (self == kCaptureSlack || cfa <= s.rsp || cfa > s.hi) return false;
+    s.ip = load(s.rbp + 8);
+    s.rsp = cfa;
+    s.rbp = load(s.rbp);
+  }
+  return true;
+}
+
+// The same stack as this thread's last walk (an allocation in a loop): the
+// memo's frames, once its checks hold. Kept apart from walk() so that this,
+// the common case, pays for none of the walk's setup.
+__attribute__((always_inline)) inline int same_as_last(const Start &s, int max, uint64_t *hash,
+                                                       const uint64_t **frames) {
+  MemoPair *mp = t_memo;
+  if (!mp) return -1;
+  const WalkMemo &w = mp->buf[mp->cur ^ 1];
+  // Reusable whole if it ended by itself within max, or at max exactly.
+  if (w.n <= 0 || w.n > max || (!w.whole && w.n != max)) return -1;
+  if (w.gen != g_memo_gen.load(std::memory_order_relaxed) || w.rsp[0] != s.rsp || w.ip[0] != s.ip ||
+      (w.rbp_in[0] && w.rbp[0] != s.rbp) || !memo_holds(w, 0))
+    return -1;
+  ++mp->reused;
+  *hash = w.hash;
+  *frames = w.ip;
+  return w.n;
+}
+
+// Walks from frame `s` outwards. Returns the frames kept and their hash, or
+// -1 when libunwind must do this capture. The frames are in `out`, or, when
+// the stack is the last walk's again, in the memo (`*frames` says where;
+// valid until this thread's next walk).
+__attribute__((noinline)) int walk(const Start &s, uint64_t *out, int max, uint64_t *hash,
+                                   const uint64_t **frames, bool use_memo);
 
 // The walk, with this thread's memo claimed for its duration.
-__attribute__((noinline)) int fast_walk(uint64_t *out, int max, uint64_t *hash) {
+__attribute__((noinline)) int fast_walk(uint64_t *out, int max, uint64_t *hash,
+                                        const uint64_t **frames) {
+  Start s;
+  if (!first_frame(static_cast<const uint64_t *>(__builtin_frame_address(0)), s)) return -1;
   bool outer = !t_walking;
   t_walking = true;
-  int n = walk(out, max, hash, outer);
+  *frames = out;
+  int n = outer ? same_as_last(s, max, hash, frames) : -1;
+  if (n < 0) n = walk(s, out, max, hash, frames, outer);
   if (outer) t_walking = false;
   return n;
 }
 
-__attribute__((always_inline)) inline int walk(uint64_t *out, int max, uint64_t *hash,
-                                               bool use_memo) {
-  const auto *fp = static_cast<const uint64_t *>(__builtin_frame_address(0));
-  uint64_t hi = stack_top();
-  uint64_t rsp = reinterpret_cast<uint64_t>(fp) + 16;
-  // On another stack (sigaltstack, a coroutine): bounds unknown.
-  if (rsp >= hi || hi - rsp > (uint64_t{1} << 32)) return -1;
-  uint64_t ip = fp[1], rbp = fp[0];
+__attribute__((noinline)) int walk(const Start &s, uint64_t *out, int max, uint64_t *hash,
+                                   const uint64_t **frames, bool use_memo) {
+  uint64_t ip = s.ip, rsp = s.rsp, rbp = s.rbp, hi = s.hi;
   unwind::RuleTable::Table table = g_rules.table();
-  // torchseal's own frames: the shim is built with frame pointers, so they
-  // need no rule.
-  for (int self = 0; is_self(ip); ++self) {
-    uint64_t cfa = rbp + 16;
-    if (self == kCaptureSlack || cfa <= rsp || cfa > hi) return -1;
-    ip = load(rbp + 8);
-    rsp = cfa;
-    rbp = load(rbp);
-  }
   MemoPair *mp = use_memo ? memo_for_thread() : nullptr;
   uint64_t gen = g_memo_gen.load(std::memory_order_relaxed);
   WalkMemo *rec = nullptr, *prev = nullptr;
@@ -248,6 +349,7 @@ __attribute__((always_inline)) inline int walk(uint64_t *out, int max, uint64_t 
     prev = &mp->buf[mp->cur ^ 1];
     if (prev->gen != gen) prev->n = 0;
     rec->n = 0;
+    rec->nchecks = 0;
   }
   int m = 0;  // the first frame of `prev` not yet below this walk's rsp
   // Pointers rather than a count and a limit: the loop then fits in
@@ -257,6 +359,11 @@ __attribute__((always_inline)) inline int walk(uint64_t *out, int max, uint64_t 
   uint64_t end_src = 0;
   bool whole = true;
   for (;;) {
+    // The step that reached this frame, checked by the next walk.
+    if (rec && p > out && p - out <= kMemoFrames) {
+      int k = static_cast<int>(p - out) - 1;
+      check_step(*rec, k, rec->rbp_src[k], rsp, ip, rbp);
+    }
     if (prev) {
       while (m < prev->n && prev->rsp[m] < rsp) ++m;
       if (m < prev->n && prev->rsp[m] == rsp && prev->ip[m] == ip &&
@@ -266,15 +373,17 @@ __attribute__((always_inline)) inline int walk(uint64_t *out, int max, uint64_t 
         if ((prev->whole || k + prev->n - m >= max) && memo_holds(*prev, m)) {
           int take = prev->n - m;
           if (take > max - k) take = max - k;
+          ++mp->reused;
+          if (k == 0 && m == 0 && take == prev->n) {
+            // The same stack again (a loop): the memo stays as it is, and
+            // its frames are the answer.
+            *hash = prev->hash;
+            *frames = prev->ip;
+            return take;
+          }
           memcpy(p, prev->ip + m, static_cast<size_t>(take) * sizeof(uint64_t));
           p += take;
           int n = static_cast<int>(p - out);
-          g_memo_reused.fetch_add(1, std::memory_order_relaxed);
-          if (k == 0 && m == 0 && take == prev->n) {
-            // The same stack again (a loop): the memo stays as it is.
-            *hash = prev->hash;
-            return n;
-          }
           for (int j = 0; j < take; ++j) h.add(prev->ip[m + j]);
           *hash = h.finish(n);
           bool truncated = take < prev->n - m;
@@ -288,7 +397,13 @@ __attribute__((always_inline)) inline int walk(uint64_t *out, int max, uint64_t 
               rec->rbp[k + j - m] = prev->rbp[j];
               rec->rbp_src[k + j - m] = prev->rbp_src[j];
               rec->rbp_in[k + j - m] = prev->rbp_in[j];
+              rec->first[k + j - m] =
+                  static_cast<uint16_t>(prev->first[j] - prev->first[m] + rec->nchecks);
             }
+            int more = prev->nchecks - prev->first[m];
+            memcpy(rec->check + rec->nchecks, prev->check + prev->first[m],
+                   static_cast<size_t>(more) * sizeof(WordCheck));
+            rec->nchecks += more;
             rec->n = total;
             rec->end_src = prev->end_src;
             rec->whole = prev->whole;
@@ -357,6 +472,8 @@ __attribute__((always_inline)) inline int walk(uint64_t *out, int max, uint64_t 
   int n = static_cast<int>(p - out);
   *hash = h.finish(n);
   if (rec && n <= kMemoFrames) {
+    rec->first[n - 1] = static_cast<uint16_t>(rec->nchecks);
+    if (end_src) check_word(*rec, end_src, 0);
     rec->n = n;
     rec->end_src = end_src;
     rec->whole = whole;
@@ -519,11 +636,12 @@ const uint64_t *capture_stack_inplace(uint64_t (&buf)[kCaptureBufFrames], int ma
   static_assert(sizeof(void *) == sizeof(uint64_t));
   if (g_fast.load(std::memory_order_relaxed)) {
     int want = max < kCaptureBufFrames ? max : kCaptureBufFrames;
-    int n = fast_walk(buf, want, hash);
+    const uint64_t *frames;
+    int n = fast_walk(buf, want, hash, &frames);
     if (n >= 0) {
-      if (g_mode == UnwindMode::Check) check_against_libunwind(buf, n, want);
+      if (g_mode == UnwindMode::Check) check_against_libunwind(frames, n, want);
       *n_out = n;
-      return buf;
+      return frames;
     }
     g_fallbacks.fetch_add(1, std::memory_order_relaxed);
   }
@@ -566,11 +684,12 @@ void unwinder_log_summary() {
         static_cast<unsigned long long>(checked), static_cast<unsigned long long>(bad),
         static_cast<unsigned long long>(fb), static_cast<unsigned long long>(g_learned.load()));
   } else {
+    uint64_t reused = g_memo_reused.load() + (t_memo ? t_memo->reused : 0);
     log::info(
         "unwinder: %llu stacks handed to libunwind; %llu frame rules learned; %llu walks "
-        "finished from the previous one's frames",
+        "finished from the previous one's frames (this thread's and exited threads')",
         static_cast<unsigned long long>(fb), static_cast<unsigned long long>(g_learned.load()),
-        static_cast<unsigned long long>(g_memo_reused.load()));
+        static_cast<unsigned long long>(reused));
   }
 }
 
