@@ -44,6 +44,11 @@ extern std::atomic<bool> g_record_fast;
 bool record_slow();
 }  // namespace hook_detail
 
+// Inside another hooked call on this thread: the call is no event of its
+// own (HookScope would not record it), so a wrapper may forward it at once,
+// as a tail call (a runtime allocation's nested driver call comes here).
+inline bool hook_nested() { return hook_detail::t_depth != 0; }
+
 class HookScope {
  public:
   // Always inline: the frame it notes is the hook's own, live until the

@@ -274,6 +274,7 @@ using torchseal::vmm_range_through;
 #define TS_DRV_SIZED_ALLOC(fn, stream, params, args)                                    \
   TS_EXPORT CUresult fn params {                                                        \
     TS_DRV_REAL(fn);                                                                    \
+    if (torchseal::hook_nested()) return real args;                                     \
     return alloc_through(ApiId::fn, dptr, bytesize, stream, [&] { return real args; }); \
   }
 TS_DRV_SIZED_ALLOC(cuMemAlloc_v2, nullptr, (CUdeviceptr * dptr, size_t bytesize), (dptr, bytesize))
@@ -329,6 +330,7 @@ TS_EXPORT CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int F
 #define TS_DRV_FREE(fn, addr, stream, params, args)                                        \
   TS_EXPORT CUresult fn params {                                                           \
     TS_DRV_REAL(fn);                                                                       \
+    if (torchseal::hook_nested()) return real args;                                        \
     return free_through(call_args(ApiId::fn, addr, 0, reinterpret_cast<uint64_t>(stream)), \
                         [&] { return real args; });                                        \
   }
