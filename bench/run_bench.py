@@ -293,6 +293,14 @@ def bench_plain(ctx):
             if ctx.heaptrack:
                 row[f"heaptrack_added_ns_{k}"] = row[f"malloc_heaptrack_ns_{k}"] - row[f"malloc_bare_ns_{k}"]
                 row[f"ratio_{k}"] = row[f"shim_added_ns_{k}"] / row[f"heaptrack_added_ns_{k}"]
+                # Each round's own ratio, then their median: a stretch where
+                # the machine runs slow (a busy neighbour on a VM) slows every
+                # configuration of that round, and cancels out of its ratio.
+                r = raw
+                per_round = [(r["cuda_shim"][d][k][i] - r["cuda_bare"][d][k][i]) /
+                             (r["malloc_heaptrack"][d][k][i] - r["malloc_bare"][d][k][i])
+                             for i in range(len(r["cuda_shim"][d][k]))]
+                row[f"round_ratio_{k}"] = median(per_round)
         out["depths"][str(d)] = row
     return out
 
@@ -722,14 +730,17 @@ def markdown(r):
                  f"({r['p']['pairs']} pairs a run)")
         L.append("")
         L.append("| depth | cuda bare | shim added (wall / CPU) | malloc bare | heaptrack added (wall / CPU) | "
-                 "shim/heaptrack (wall / CPU) |")
-        L.append("|---|---|---|---|---|---|")
+                 "shim/heaptrack (wall / CPU) | median of the rounds' ratios (wall / CPU) |")
+        L.append("|---|---|---|---|---|---|---|")
         for d, x in r["p"]["depths"].items():
             ht = (f"{x['heaptrack_added_ns_wall']:.0f} / {x['heaptrack_added_ns_cpu']:.0f}"
                   if "heaptrack_added_ns_wall" in x else "n/a")
             ratio = (f"{x['ratio_wall']:.2f}x / {x['ratio_cpu']:.2f}x" if "ratio_wall" in x else "n/a")
+            rounds = (f"{x['round_ratio_wall']:.2f}x / {x['round_ratio_cpu']:.2f}x"
+                      if "round_ratio_wall" in x else "n/a")
             L.append(f"| {d} | {x['cuda_bare_ns_wall']:.0f} | {x['shim_added_ns_wall']:.0f} / "
-                     f"{x['shim_added_ns_cpu']:.0f} | {x['malloc_bare_ns_wall']:.0f} | {ht} | {ratio} |")
+                     f"{x['shim_added_ns_cpu']:.0f} | {x['malloc_bare_ns_wall']:.0f} | {ht} | {ratio} | "
+                     f"{rounds} |")
         L.append("")
     L.append("### (i) The same pair in a bare root (no libunwind, no libdw: the bundled copies)")
     L.append("")
