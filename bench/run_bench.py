@@ -297,10 +297,13 @@ def bench_plain(ctx):
                 # the machine runs slow (a busy neighbour on a VM) slows every
                 # configuration of that round, and cancels out of its ratio.
                 r = raw
-                per_round = [(r["cuda_shim"][d][k][i] - r["cuda_bare"][d][k][i]) /
-                             (r["malloc_heaptrack"][d][k][i] - r["malloc_bare"][d][k][i])
-                             for i in range(len(r["cuda_shim"][d][k]))]
-                row[f"round_ratio_{k}"] = median(per_round)
+                per_round = []
+                for i in range(len(r["cuda_shim"][d][k])):
+                    ht = r["malloc_heaptrack"][d][k][i] - r["malloc_bare"][d][k][i]
+                    if ht > 0:
+                        per_round.append((r["cuda_shim"][d][k][i] - r["cuda_bare"][d][k][i]) / ht)
+                if per_round:
+                    row[f"round_ratio_{k}"] = median(per_round)
         out["depths"][str(d)] = row
     return out
 
