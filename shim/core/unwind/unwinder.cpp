@@ -261,11 +261,6 @@ inline void check_step(WalkMemo &w, int k, uint64_t rbp_src, uint64_t rsp, uint6
   if (rbp_src) check_word(w, rbp_src, rbp);
 }
 
-// Walks from its own caller outwards. Returns the frames kept (leading
-// torchseal frames skipped) and their hash, or -1 when libunwind must do
-// this capture. The frames are in `out`, or, when the stack is the last
-// walk's again, in the memo (`*frames` says where; valid until this
-// thread's next walk).
 // The walk's first frame: its caller's, or the hook's (below).
 struct Start {
   uint64_t ip, rsp, rbp, hi;
@@ -316,14 +311,16 @@ __attribute__((always_inline)) inline int same_as_last(const Start &s, int max, 
   return w.n;
 }
 
-// Walks from frame `s` outwards. Returns the frames kept and their hash, or
-// -1 when libunwind must do this capture. The frames are in `out`, or, when
-// the stack is the last walk's again, in the memo (`*frames` says where;
-// valid until this thread's next walk).
+// Walks from frame `s` outwards into `out`. Returns the frames kept and
+// their hash, or -1 when libunwind must do this capture. The last walk's
+// stack whole again is same_as_last()'s; this one ends in the memo where it
+// meets the last walk's outer frames.
 __attribute__((noinline)) int walk(const Start &s, uint64_t *out, int max, uint64_t *hash,
-                                   const uint64_t **frames, bool use_memo);
+                                   bool use_memo);
 
-// The walk, with this thread's memo claimed for its duration.
+// The walk, with this thread's memo claimed for its duration. The frames are
+// in `out`, or, when the stack is the last walk's again, in the memo
+// (`*frames` says where; valid until this thread's next walk).
 __attribute__((noinline)) int fast_walk(uint64_t *out, int max, uint64_t *hash,
                                         const uint64_t **frames) {
   Start s;
@@ -332,13 +329,13 @@ __attribute__((noinline)) int fast_walk(uint64_t *out, int max, uint64_t *hash,
   t_walking = true;
   *frames = out;
   int n = outer ? same_as_last(s, max, hash, frames) : -1;
-  if (n < 0) n = walk(s, out, max, hash, frames, outer);
+  if (n < 0) n = walk(s, out, max, hash, outer);
   if (outer) t_walking = false;
   return n;
 }
 
 __attribute__((noinline)) int walk(const Start &s, uint64_t *out, int max, uint64_t *hash,
-                                   const uint64_t **frames, bool use_memo) {
+                                   bool use_memo) {
   uint64_t ip = s.ip, rsp = s.rsp, rbp = s.rbp, hi = s.hi;
   unwind::RuleTable::Table table = g_rules.table();
   MemoPair *mp = use_memo ? memo_for_thread() : nullptr;
@@ -374,13 +371,6 @@ __attribute__((noinline)) int walk(const Start &s, uint64_t *out, int max, uint6
           int take = prev->n - m;
           if (take > max - k) take = max - k;
           ++mp->reused;
-          if (k == 0 && m == 0 && take == prev->n) {
-            // The same stack again (a loop): the memo stays as it is, and
-            // its frames are the answer.
-            *hash = prev->hash;
-            *frames = prev->ip;
-            return take;
-          }
           memcpy(p, prev->ip + m, static_cast<size_t>(take) * sizeof(uint64_t));
           p += take;
           int n = static_cast<int>(p - out);
