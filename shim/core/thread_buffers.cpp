@@ -48,6 +48,7 @@ struct alignas(64) ThreadBuf {  // threads never share a line
   uint32_t count = 0;
   uint32_t tid = 0;
   std::atomic<bool> dead{false};
+  bool exited_at_cut = false;  // the writer's own: `dead` as the last cut saw it
 };
 
 // Written buffers the writer handed back (recycle()), at most this many:
@@ -78,7 +79,13 @@ pthread_once_t g_key_once = PTHREAD_ONCE_INIT;
 thread_local ThreadBuf *t_buf __attribute__((tls_model("initial-exec"))) = nullptr;
 thread_local bool t_writer __attribute__((tls_model("initial-exec"))) = false;
 
-void on_thread_exit(void *p) { static_cast<ThreadBuf *>(p)->dead.store(true); }
+// A free made later in the thread's exit (another library's thread-key
+// destructor) starts a fresh buffer, flagged in turn when the destructors
+// run again: never an append to one a cut may already have deleted.
+void on_thread_exit(void *p) {
+  t_buf = nullptr;
+  static_cast<ThreadBuf *>(p)->dead.store(true, std::memory_order_release);
+}
 void make_key() { pthread_key_create(&g_exit_key, on_thread_exit); }
 
 ThreadBuf *my_buf() {
@@ -261,14 +268,19 @@ std::vector<Sealed> cut() {
     for (ThreadBuf *b : s.bufs) b->lock.lock();
     g_cutting.store(1, std::memory_order_relaxed);
     asym::heavy();
-    for (ThreadBuf *b : s.bufs)
+    // Whether a thread had exited is read before its buffer is sealed: one
+    // that exits after the seal (its last frees landing once the cut lets
+    // go of it) still has events in the buffer, for the next cut to take.
+    // Read after, such a buffer was deleted with its last events unwritten.
+    for (ThreadBuf *b : s.bufs) {
+      b->exited_at_cut = b->dead.load(std::memory_order_acquire);
       if (quiet(*b) && b->count) chunks.push_back(seal(*b));
+    }
     g_cutting.store(0, std::memory_order_release);
     for (ThreadBuf *b : s.bufs) b->lock.unlock();
     for (auto it = s.bufs.begin(); it != s.bufs.end();) {
-      ThreadBuf *b = *it;
-      if (b->dead.load()) {
-        dead.push_back(b);
+      if ((*it)->exited_at_cut) {
+        dead.push_back(*it);
         it = s.bufs.erase(it);
       } else {
         ++it;
