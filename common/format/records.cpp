@@ -167,14 +167,24 @@ void append_events_chunk(std::vector<uint8_t> &out, uint32_t tid,
   append_chunk(out, Chunk::Events, payload);
 }
 
+// Framed in place: the writer thread's one copy of every event byte (a
+// payload built apart and then appended was two copies and a zero fill).
 void append_events_chunk(std::vector<uint8_t> &out, const EventsHeader &h, const uint8_t *encoded,
                          size_t n) {
-  std::vector<uint8_t> payload;
-  payload.reserve(n + 24);
-  ByteWriter w(payload);
+  const size_t at = out.size();
+  out.resize(at + kChunkHeaderSize);
+  ByteWriter w(out);
   h.encode(w);
-  w.bytes(encoded, n);
-  append_chunk(out, Chunk::Events, payload);
+  out.insert(out.end(), encoded, encoded + n);
+  const uint8_t *payload = out.data() + at + kChunkHeaderSize;
+  const size_t len = out.size() - at - kChunkHeaderSize;
+  RawWriter head(out.data() + at);
+  head.u8(static_cast<uint8_t>(Chunk::Events));
+  head.u8(0);
+  head.u8(0);
+  head.u8(0);
+  head.u32(static_cast<uint32_t>(len));
+  head.u32(crc32(payload, len));
 }
 
 void PassRecord::encode(ByteWriter &w) const { w.u64(time_ns); }

@@ -23,6 +23,8 @@
 #include <string_view>
 #include <vector>
 
+#include "common/format/crc32.h"
+
 namespace torchseal::tseal {
 
 inline constexpr char kMagic[8] = {'\x89', 'T', 'S', 'E', 'A', 'L', '\r', '\n'};
@@ -107,6 +109,9 @@ class RawWriter {
  public:
   explicit RawWriter(uint8_t *p) : p_(p) {}
   void u8(uint8_t v) { *p_++ = v; }
+  void u32(uint32_t v) {
+    for (int i = 0; i < 4; ++i) *p_++ = static_cast<uint8_t>(v >> (8 * i));
+  }
   void u64(uint64_t v) {
     for (int i = 0; i < 8; ++i) *p_++ = static_cast<uint8_t>(v >> (8 * i));
   }
@@ -198,8 +203,6 @@ class ByteReader {
   const uint8_t *end_;
   bool ok_ = true;
 };
-
-uint32_t crc32(const uint8_t *data, size_t n);
 
 // Appends a complete chunk (header + payload) to `out`.
 void append_chunk(std::vector<uint8_t> &out, Chunk type, const std::vector<uint8_t> &payload);

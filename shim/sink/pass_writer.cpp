@@ -201,6 +201,9 @@ void pass(StackTable &stacks) {
     return;
   }
   std::vector<uint8_t> &out = pass_chunk;
+  size_t total = out.size() + meta.size();
+  for (const Sealed &c : chunks) total += c.bytes.size() + tseal::kChunkHeaderSize + 32;
+  out.reserve(total);  // the events are copied once, not again at each growth
   out.insert(out.end(), meta.begin(), meta.end());
   for (const Sealed &c : chunks) append_events(out, c);
   write_all(out);
