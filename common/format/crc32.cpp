@@ -49,39 +49,38 @@ uint32_t update_portable(uint32_t c, const uint8_t *data, size_t n) {
 // (k1/k2: 4x128 bits, k3/k4: 128, k5: 64) and P and floor(x^64 / P) for the
 // reduction, all bit-reflected.
 #define TS_CLMUL __attribute__((target("pclmul,sse4.1")))
-TS_CLMUL inline __m128i load(const uint8_t *q) {
+TS_CLMUL inline __m128i load16(const uint8_t *q) {
   return _mm_loadu_si128(reinterpret_cast<const __m128i *>(q));
 }
 // a * x^(distance) folded onto b: the two 64-bit halves multiplied by their
 // constants, then added (xor) to the next block.
-TS_CLMUL inline __m128i fold(__m128i a, __m128i k, __m128i b) {
+TS_CLMUL inline __m128i fold16(__m128i a, __m128i k, __m128i b) {
   return _mm_xor_si128(
       _mm_xor_si128(_mm_clmulepi64_si128(a, k, 0x00), _mm_clmulepi64_si128(a, k, 0x11)), b);
 }
 
 // n: at least 64, a multiple of 16.
-TS_CLMUL uint32_t update_clmul(uint32_t crc, const uint8_t *p,
-                                                               size_t n) {
+TS_CLMUL uint32_t update_clmul(uint32_t crc, const uint8_t *p, size_t n) {
   const __m128i k1k2 = _mm_set_epi64x(0x01c6e41596, 0x0154442bd4);
   const __m128i k3k4 = _mm_set_epi64x(0x00ccaa009e, 0x01751997d0);
   const __m128i k5 = _mm_set_epi64x(0, 0x0163cd6124);
   const __m128i poly = _mm_set_epi64x(0x01f7011641, 0x01db710641);
   const __m128i low32 = _mm_setr_epi32(~0, 0, ~0, 0);
 
-  __m128i x1 = _mm_xor_si128(load(p), _mm_cvtsi32_si128(static_cast<int>(crc)));
-  __m128i x2 = load(p + 16), x3 = load(p + 32), x4 = load(p + 48);
+  __m128i x1 = _mm_xor_si128(load16(p), _mm_cvtsi32_si128(static_cast<int>(crc)));
+  __m128i x2 = load16(p + 16), x3 = load16(p + 32), x4 = load16(p + 48);
   p += 64;
   n -= 64;
   for (; n >= 64; p += 64, n -= 64) {
-    x1 = fold(x1, k1k2, load(p));
-    x2 = fold(x2, k1k2, load(p + 16));
-    x3 = fold(x3, k1k2, load(p + 32));
-    x4 = fold(x4, k1k2, load(p + 48));
+    x1 = fold16(x1, k1k2, load16(p));
+    x2 = fold16(x2, k1k2, load16(p + 16));
+    x3 = fold16(x3, k1k2, load16(p + 32));
+    x4 = fold16(x4, k1k2, load16(p + 48));
   }
-  x1 = fold(x1, k3k4, x2);
-  x1 = fold(x1, k3k4, x3);
-  x1 = fold(x1, k3k4, x4);
-  for (; n >= 16; p += 16, n -= 16) x1 = fold(x1, k3k4, load(p));
+  x1 = fold16(x1, k3k4, x2);
+  x1 = fold16(x1, k3k4, x3);
+  x1 = fold16(x1, k3k4, x4);
+  for (; n >= 16; p += 16, n -= 16) x1 = fold16(x1, k3k4, load16(p));
 
   // 128 bits to 64.
   __m128i x = _mm_xor_si128(_mm_srli_si128(x1, 8), _mm_clmulepi64_si128(x1, k3k4, 0x10));

@@ -25,7 +25,7 @@ inc="-I$root -isystem $cuda_inc"
 
 # Small compile lists: each target gets only what it calls.
 report_srcs="common/model/event.cpp common/model/vmm_maps.cpp common/model/run_summary.cpp
-  common/format/event_codec.cpp common/format/tseal_format.cpp common/format/records.cpp
+  common/format/event_codec.cpp common/format/tseal_format.cpp common/format/crc32.cpp common/format/records.cpp
   common/format/checkpoint.cpp common/format/segment_files.cpp common/symbols/module_map.cpp common/symbols/symbolizer.cpp
   common/symbols/elf_symtab.cpp common/symbols/runtime_libs.cpp common/util/read_file.cpp
   common/live/live_set.cpp common/live/run_tally.cpp common/live/checkpoint_state.cpp
