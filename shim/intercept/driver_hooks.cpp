@@ -190,10 +190,28 @@ uint32_t current_context_id() {
 
 // The real function behind a wrapper, its table entry found once per
 // wrapper (a nested driver call of every runtime allocation comes here).
+// What a nested call forwards to without a frame of its own: the real
+// function as the wrapper's last event path found it.
+template <ApiId kId>
+inline std::atomic<void *> g_forward{nullptr};
+
 template <typename Fn, ApiId kId>
 Fn real_of() {
   static Wrapped *const self = find_by_id(kId);
-  return reinterpret_cast<Fn>(self ? real_driver_function_of(self) : nullptr);
+  void *real = self ? real_driver_function_of(self) : nullptr;
+  // Written only when it changes: a store on every event would bounce the
+  // line between the allocating threads.
+  if (real && g_forward<kId>.load(std::memory_order_relaxed) != real)
+    g_forward<kId>.store(real, std::memory_order_relaxed);
+  return reinterpret_cast<Fn>(real);
+}
+
+// The real function for a nested call, or null until an event path of the
+// same wrapper has run (the caller then takes that path, which forwards a
+// nested call too).
+template <typename Fn, ApiId kId>
+__attribute__((always_inline)) inline Fn nested_forward() {
+  return reinterpret_cast<Fn>(g_forward<kId>.load(std::memory_order_relaxed));
 }
 
 // The device and context are asked only for an event (the device only when
@@ -259,6 +277,7 @@ using torchseal::call_args;
 using torchseal::free_through;
 using torchseal::graph_through;
 using torchseal::host_alloc_through;
+using torchseal::nested_forward;
 using torchseal::real_of;
 using torchseal::teardown_through;
 using torchseal::vmm_range_through;
@@ -271,11 +290,22 @@ using torchseal::vmm_range_through;
 
 // Allocations of the requested `bytesize` returned through `dptr`:
 // (name, stream, (parameters), (arguments)).
+// A nested call (the runtime's own driver call under a hooked runtime
+// allocation: every cudaMalloc and cudaFree) is forwarded before the
+// wrapper sets up a frame; the event's path is a function of its own,
+// entered by a tail call, so the frame HookScope notes returns straight to
+// the wrapper's caller.
 #define TS_DRV_SIZED_ALLOC(fn, stream, params, args)                                    \
-  TS_EXPORT CUresult fn params {                                                        \
+  namespace {                                                                           \
+  __attribute__((noinline)) CUresult fn##_event params {                                \
     TS_DRV_REAL(fn);                                                                    \
-    if (torchseal::hook_nested()) return real args;                                     \
     return alloc_through(ApiId::fn, dptr, bytesize, stream, [&] { return real args; }); \
+  }                                                                                     \
+  }                                                                                     \
+  TS_EXPORT CUresult fn params {                                                        \
+    if (torchseal::hook_nested())                                                       \
+      if (auto real = nested_forward<decltype(&fn), ApiId::fn>()) return real args;     \
+    return fn##_event args;                                                             \
   }
 TS_DRV_SIZED_ALLOC(cuMemAlloc_v2, nullptr, (CUdeviceptr * dptr, size_t bytesize), (dptr, bytesize))
 TS_DRV_SIZED_ALLOC(cuMemAllocAsync, hStream,
@@ -328,11 +358,17 @@ TS_EXPORT CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int F
 
 // Frees of `addr`: (name, addr, stream, (parameters), (arguments)).
 #define TS_DRV_FREE(fn, addr, stream, params, args)                                        \
-  TS_EXPORT CUresult fn params {                                                           \
+  namespace {                                                                              \
+  __attribute__((noinline)) CUresult fn##_event params {                                   \
     TS_DRV_REAL(fn);                                                                       \
-    if (torchseal::hook_nested()) return real args;                                        \
     return free_through(call_args(ApiId::fn, addr, 0, reinterpret_cast<uint64_t>(stream)), \
                         [&] { return real args; });                                        \
+  }                                                                                        \
+  }                                                                                        \
+  TS_EXPORT CUresult fn params {                                                           \
+    if (torchseal::hook_nested())                                                          \
+      if (auto real = nested_forward<decltype(&fn), ApiId::fn>()) return real args;        \
+    return fn##_event args;                                                                \
   }
 TS_DRV_FREE(cuMemFree_v2, dptr, nullptr, (CUdeviceptr dptr), (dptr))
 TS_DRV_FREE(cuMemFreeAsync, dptr, hStream, (CUdeviceptr dptr, CUstream hStream), (dptr, hStream))
