@@ -3,26 +3,7 @@
 namespace torchseal::tseal {
 
 namespace {
-constexpr uint8_t kAllocHasStream = 1, kAllocHasContext = 2, kAllocDevice = 4, kAllocApi = 8;
-constexpr uint8_t kMapHasStacks = 1;  // files before it never set the bit
-
-void remember(CodecState &st, uint64_t addr) {
-  st.recent[st.recent_pos] = addr;
-  st.recent_pos = static_cast<uint8_t>(st.recent_pos + 1 == kRecentAddrs ? 0 : st.recent_pos + 1);
-}
-
-// Newest first: a free usually follows its allocation closely. Any slot
-// holding the address decodes the same, so the first match is as good.
-int find_recent(const CodecState &st, uint64_t addr) {
-  if (!addr) return -1;
-  int i = st.recent_pos;
-  for (int k = 0; k < kRecentAddrs; ++k) {
-    i = i ? i - 1 : kRecentAddrs - 1;
-    if (st.recent[i] == addr) return i;
-  }
-  return -1;
-}
-
+using namespace codec_detail;
 }  // namespace
 
 void encode_event(ByteWriter &out, CodecState &st, const Event &e) {
@@ -35,39 +16,12 @@ size_t encode_event(uint8_t *dst, CodecState &st, const Event &e) {
   uint64_t dt = e.time_ns >= st.prev_time ? e.time_ns - st.prev_time : 0;
   uint8_t op = static_cast<uint8_t>(e.op) << 4;
   switch (e.op) {
-    case Op::Alloc: {
-      uint8_t flags = 0;
-      if (e.stream) flags |= kAllocHasStream;
-      if (e.context) flags |= kAllocHasContext;
-      if (e.device != st.device) flags |= kAllocDevice;
-      if (e.api != st.api) flags |= kAllocApi;
-      w.u8(op | flags);
-      w.varint(dt);
-      w.svarint(static_cast<int64_t>(e.addr - st.prev_addr));
-      w.varint(e.size);
-      w.varint(e.stack);
-      w.varint(e.pystack);
-      if (flags & kAllocHasStream) w.varint(e.stream);
-      if (flags & kAllocHasContext) w.varint(e.context);
-      if (flags & kAllocDevice) w.svarint(e.device);
-      if (flags & kAllocApi) w.varint(static_cast<uint16_t>(e.api));
-      st.prev_addr = e.addr;
-      st.device = e.device;
-      st.api = e.api;
-      remember(st, e.addr);
+    case Op::Alloc:
+      encode_alloc(w, st, e, dt);
       break;
-    }
-    case Op::Free: {
-      int slot = find_recent(st, e.addr);
-      w.u8(op | static_cast<uint8_t>(slot + 1));  // 0 = explicit address
-      w.varint(dt);
-      w.varint(static_cast<uint16_t>(e.api));
-      if (slot < 0) {
-        w.svarint(static_cast<int64_t>(e.addr - st.prev_addr));
-        st.prev_addr = e.addr;
-      }
+    case Op::Free:
+      encode_free(w, st, e, dt);
       break;
-    }
     default: {
       // Low bits of the op byte: kMapHasStacks on a Map that names its call's stacks.
       const bool map_stacks = e.op == Op::Map && (e.stack || e.pystack);

@@ -120,7 +120,19 @@ class RawWriter {
     memcpy(&bits, &d, sizeof bits);
     u64(bits);
   }
+  // An event's fields are mostly one or two bytes (time deltas, sizes,
+  // stack ids): those take no loop (the hot path's encoder runs here).
   void varint(uint64_t v) {
+    if (v < 0x80) {
+      *p_++ = static_cast<uint8_t>(v);
+      return;
+    }
+    if (v < 0x4000) {
+      p_[0] = static_cast<uint8_t>(v | 0x80);
+      p_[1] = static_cast<uint8_t>(v >> 7);
+      p_ += 2;
+      return;
+    }
     while (v >= 0x80) {
       *p_++ = static_cast<uint8_t>(v | 0x80);
       v >>= 7;

@@ -153,7 +153,7 @@ __attribute__((always_inline)) inline bool put(ThreadBuf &b, const Event &e) {
   }
   if (b.bytes.size() - b.used < tseal::kMaxEventBytes)
     b.bytes.resize(std::max(2 * b.bytes.size(), b.used + tseal::kMaxEventBytes));
-  b.used += tseal::encode_event(b.bytes.data() + b.used, b.st, e);
+  b.used += tseal::encode_event_hot(b.bytes.data() + b.used, b.st, e);
   ++b.count;
   return b.used >= kSealBytes;
 }
