@@ -288,25 +288,30 @@ using torchseal::vmm_range_through;
   auto real = real_of<decltype(&fn), ApiId::fn>(); \
   if (!real) return TS_MISSING
 
-// Allocations of the requested `bytesize` returned through `dptr`:
-// (name, stream, (parameters), (arguments)).
 // A nested call (the runtime's own driver call under a hooked runtime
 // allocation: every cudaMalloc and cudaFree) is forwarded before the
-// wrapper sets up a frame; the event's path is a function of its own,
-// entered by a tail call, so the frame HookScope notes returns straight to
-// the wrapper's caller.
-#define TS_DRV_SIZED_ALLOC(fn, stream, params, args)                                    \
-  namespace {                                                                           \
-  __attribute__((noinline)) CUresult fn##_event params {                                \
-    TS_DRV_REAL(fn);                                                                    \
-    return alloc_through(ApiId::fn, dptr, bytesize, stream, [&] { return real args; }); \
-  }                                                                                     \
-  }                                                                                     \
-  TS_EXPORT CUresult fn params {                                                        \
-    if (torchseal::hook_nested())                                                       \
-      if (auto real = nested_forward<decltype(&fn), ApiId::fn>()) return real args;     \
-    return fn##_event args;                                                             \
+// wrapper sets up a frame; the event's path, `body` in fn##_event, is a
+// function of its own entered by a tail call, so the frame HookScope notes
+// returns straight to the wrapper's caller.
+#define TS_DRV_NESTED_FORWARD(fn, params, args, body)                               \
+  namespace {                                                                       \
+  __attribute__((noinline)) CUresult fn##_event params {                            \
+    TS_DRV_REAL(fn);                                                                \
+    body;                                                                           \
+  }                                                                                 \
+  }                                                                                 \
+  TS_EXPORT CUresult fn params {                                                    \
+    if (torchseal::hook_nested())                                                   \
+      if (auto real = nested_forward<decltype(&fn), ApiId::fn>()) return real args; \
+    return fn##_event args;                                                         \
   }
+
+// Allocations of the requested `bytesize` returned through `dptr`:
+// (name, stream, (parameters), (arguments)).
+#define TS_DRV_SIZED_ALLOC(fn, stream, params, args) \
+  TS_DRV_NESTED_FORWARD(                             \
+      fn, params, args,                              \
+      return alloc_through(ApiId::fn, dptr, bytesize, stream, [&] { return real args; }))
 TS_DRV_SIZED_ALLOC(cuMemAlloc_v2, nullptr, (CUdeviceptr * dptr, size_t bytesize), (dptr, bytesize))
 TS_DRV_SIZED_ALLOC(cuMemAllocAsync, hStream,
                    (CUdeviceptr * dptr, size_t bytesize, CUstream hStream),
@@ -357,19 +362,11 @@ TS_EXPORT CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int F
 }
 
 // Frees of `addr`: (name, addr, stream, (parameters), (arguments)).
-#define TS_DRV_FREE(fn, addr, stream, params, args)                                        \
-  namespace {                                                                              \
-  __attribute__((noinline)) CUresult fn##_event params {                                   \
-    TS_DRV_REAL(fn);                                                                       \
-    return free_through(call_args(ApiId::fn, addr, 0, reinterpret_cast<uint64_t>(stream)), \
-                        [&] { return real args; });                                        \
-  }                                                                                        \
-  }                                                                                        \
-  TS_EXPORT CUresult fn params {                                                           \
-    if (torchseal::hook_nested())                                                          \
-      if (auto real = nested_forward<decltype(&fn), ApiId::fn>()) return real args;        \
-    return fn##_event args;                                                                \
-  }
+#define TS_DRV_FREE(fn, addr, stream, params, args)                                          \
+  TS_DRV_NESTED_FORWARD(                                                                     \
+      fn, params, args,                                                                      \
+      return free_through(call_args(ApiId::fn, addr, 0, reinterpret_cast<uint64_t>(stream)), \
+                          [&] { return real args; }))
 TS_DRV_FREE(cuMemFree_v2, dptr, nullptr, (CUdeviceptr dptr), (dptr))
 TS_DRV_FREE(cuMemFreeAsync, dptr, hStream, (CUdeviceptr dptr, CUstream hStream), (dptr, hStream))
 TS_DRV_FREE(cuMemFreeAsync_ptsz, dptr, hStream, (CUdeviceptr dptr, CUstream hStream),
@@ -379,6 +376,7 @@ TS_DRV_FREE(cuMemHostUnregister, reinterpret_cast<uint64_t>(p), nullptr, (void *
 // VMM: a handle's release ends our responsibility for it (see cuMemCreate).
 TS_DRV_FREE(cuMemRelease, handle, nullptr, (CUmemGenericAllocationHandle handle), (handle))
 #undef TS_DRV_FREE
+#undef TS_DRV_NESTED_FORWARD
 
 // VMM: the leak unit is the physical allocation handle. A handle released
 // while still mapped is not a leak (the driver frees it at the last unmap),
