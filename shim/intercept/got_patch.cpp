@@ -11,6 +11,7 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -54,7 +55,10 @@ bool skipped_object(const char *path) {
 }
 
 // Our definition of `name`, only if it is one of our interposers (defined in
-// the shim itself, not found in a library the shim depends on).
+// the shim itself, not found in a library the shim depends on). dlsym and
+// dladdr take the loader's lock: never call this inside dl_iterate_phdr,
+// whose lock a dlopen on another thread holds the other way round (that
+// deadlock hung a notebook importing torch while the writer patched).
 void *our_hook(const char *name) {
   void *p = real_dlsym(g_self, name);
   if (!p) return nullptr;
@@ -62,6 +66,30 @@ void *our_hook(const char *name) {
   if (!dladdr(p, &info) || reinterpret_cast<uintptr_t>(info.dli_fbase) != g_self_base)
     return nullptr;
   return p;
+}
+
+// CUDA names referenced by the loaded objects -> our hook, or null where the
+// shim has none. Filled between loader walks; read inside them. Under g_mutex.
+std::unordered_map<std::string, void *> *g_hooks = nullptr;
+
+// glibc 2.35's _dl_find_object knows only objects whose dlopen has finished
+// relocating them, and takes no loader lock. dl_iterate_phdr lists an
+// object from the moment it is mapped: patched then, a RELRO page closed
+// again under the loader's own relocation crashed the program, and a slot
+// the loader wrote afterwards lost our hook. Looked up at run time: the
+// shim loads into older glibc too, which goes without the check.
+using FindObject = int (*)(void *, void *);
+FindObject g_find_object = nullptr;
+
+bool fully_loaded(const dl_phdr_info *info) {
+  if (!g_find_object) return true;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr) &ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_LOAD) continue;
+    alignas(16) unsigned char result[256];  // struct dl_find_object: 96 bytes
+    return g_find_object(reinterpret_cast<void *>(info->dlpi_addr + ph.p_vaddr), result) == 0;
+  }
+  return false;
 }
 
 struct Dynamic {
@@ -122,10 +150,11 @@ bool write_slot(uintptr_t slot, void *value, uintptr_t relro_lo, uintptr_t relro
   return true;
 }
 
-size_t patch_relocs(const dl_phdr_info *info, const Dynamic &d, const ElfW(Rela) * r, size_t bytes,
-                    uintptr_t relro_lo, uintptr_t relro_hi) {
-  size_t n = 0;
-  if (!r) return 0;
+// Calls fn(slot offset, name) for each GOT slot of the object that refers
+// to a CUDA name defined elsewhere; stops when fn returns false.
+template <typename Fn>
+bool for_each_cuda_ref(const Dynamic &d, const ElfW(Rela) * r, size_t bytes, Fn fn) {
+  if (!r) return true;
   for (size_t i = 0; i < bytes / sizeof(ElfW(Rela)); ++i) {
     uint32_t type = ELF64_R_TYPE(r[i].r_info);
     if (type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT) continue;
@@ -134,24 +163,24 @@ size_t patch_relocs(const dl_phdr_info *info, const Dynamic &d, const ElfW(Rela)
     // Only references (undefined here): an object's own cuda* definitions
     // (libcudart calling itself) are not calls into the CUDA API.
     if (sym.st_shndx != SHN_UNDEF || !is_cuda_name(name)) continue;
-    void *hook = our_hook(name);
-    if (!hook) continue;
-    uintptr_t slot = info->dlpi_addr + r[i].r_offset;
-    void *original = __atomic_load_n(reinterpret_cast<void **>(slot), __ATOMIC_ACQUIRE);
-    if (original == hook) continue;
-    if (!write_slot(slot, hook, relro_lo, relro_hi)) continue;
-    g_saved->push_back({info->dlpi_addr, slot, original, relro_lo, relro_hi});
-    ++n;
+    if (!fn(r[i].r_offset, name)) return false;
   }
-  return n;
+  return true;
 }
 
-int patch_one(dl_phdr_info *info, size_t, void *out) {
+template <typename Fn>
+bool for_each_cuda_ref(const Dynamic &d, Fn fn) {
+  return for_each_cuda_ref(d, d.jmprel, d.jmprel_size, fn) &&
+         for_each_cuda_ref(d, d.rela, d.rela_size, fn);
+}
+
+// The object's .dynamic, read, and its RELRO range; false for an object
+// never to patch (ours, the loader, libc) or one without the tables.
+bool object_tables(const dl_phdr_info *info, Dynamic &d, uintptr_t &relro_lo, uintptr_t &relro_hi) {
   const char *path = info->dlpi_name && info->dlpi_name[0] ? info->dlpi_name : "(main)";
-  if (info->dlpi_addr == g_self_base || skipped_object(path)) return 0;
-  if (!g_done->insert(info->dlpi_addr).second) return 0;
+  if (info->dlpi_addr == g_self_base || skipped_object(path) || !fully_loaded(info)) return false;
   const ElfW(Dyn) *dyn = nullptr;
-  uintptr_t relro_lo = 0, relro_hi = 0;
+  relro_lo = relro_hi = 0;
   for (int i = 0; i < info->dlpi_phnum; ++i) {
     const ElfW(Phdr) &ph = info->dlpi_phdr[i];
     if (ph.p_type == PT_DYNAMIC)
@@ -161,11 +190,49 @@ int patch_one(dl_phdr_info *info, size_t, void *out) {
       relro_hi = relro_lo + ph.p_memsz;
     }
   }
-  if (!dyn) return 0;
-  Dynamic d = read_dynamic(info, dyn);
-  if (!d.symtab || !d.strtab || !d.rela_plt) return 0;
-  size_t n = patch_relocs(info, d, d.jmprel, d.jmprel_size, relro_lo, relro_hi) +
-             patch_relocs(info, d, d.rela, d.rela_size, relro_lo, relro_hi);
+  if (!dyn) return false;
+  d = read_dynamic(info, dyn);
+  return d.symtab && d.strtab && d.rela_plt;
+}
+
+// First walk: the CUDA names that objects not yet patched refer to and the
+// hook table does not know yet (looked up after the walk).
+int collect_names(dl_phdr_info *info, size_t, void *out) {
+  if (g_done->count(info->dlpi_addr)) return 0;
+  Dynamic d;
+  uintptr_t lo, hi;
+  if (!object_tables(info, d, lo, hi)) return 0;
+  auto *names = static_cast<std::unordered_set<std::string> *>(out);
+  for_each_cuda_ref(d, [&](ElfW(Addr), const char *name) {
+    if (!g_hooks->count(name)) names->emplace(name);
+    return true;
+  });
+  return 0;
+}
+
+// Second walk: each object whose names are all known is patched and marked
+// done; one loaded since the first walk waits for the next pass.
+int patch_one(dl_phdr_info *info, size_t, void *out) {
+  if (g_done->count(info->dlpi_addr)) return 0;
+  Dynamic d;
+  uintptr_t relro_lo, relro_hi;
+  if (!object_tables(info, d, relro_lo, relro_hi)) return 0;
+  bool known =
+      for_each_cuda_ref(d, [&](ElfW(Addr), const char *name) { return g_hooks->count(name) != 0; });
+  if (!known) return 0;
+  size_t n = 0;
+  for_each_cuda_ref(d, [&](ElfW(Addr) offset, const char *name) {
+    void *hook = g_hooks->find(name)->second;
+    if (!hook) return true;
+    uintptr_t slot = info->dlpi_addr + offset;
+    void *original = __atomic_load_n(reinterpret_cast<void **>(slot), __ATOMIC_ACQUIRE);
+    if (original == hook || !write_slot(slot, hook, relro_lo, relro_hi)) return true;
+    g_saved->push_back({info->dlpi_addr, slot, original, relro_lo, relro_hi});
+    ++n;
+    return true;
+  });
+  g_done->insert(info->dlpi_addr);
+  const char *path = info->dlpi_name && info->dlpi_name[0] ? info->dlpi_name : "(main)";
   if (n) log::debug("patched %zu CUDA entr%s of %s", n, n == 1 ? "y" : "ies", path);
   *static_cast<size_t *>(out) += n;
   return 0;
@@ -186,10 +253,22 @@ size_t patch_loaded_objects() {
   std::lock_guard<std::mutex> lock(g_mutex);
   if (!g_done) g_done = new std::unordered_set<uintptr_t>();
   if (!g_saved) g_saved = new std::vector<Saved>();
+  if (!g_hooks) {
+    g_hooks = new std::unordered_map<std::string, void *>();
+    g_find_object = reinterpret_cast<FindObject>(real_dlsym(RTLD_DEFAULT, "_dl_find_object"));
+  }
   if (!find_self()) return 0;
+  std::unordered_set<std::string> names;
+  {
+    LoaderWalkGuard walking;
+    dl_iterate_phdr(collect_names, &names);
+  }
+  for (const std::string &name : names) (*g_hooks)[name] = our_hook(name.c_str());
   size_t n = 0;
-  LoaderWalkGuard walking;
-  dl_iterate_phdr(patch_one, &n);
+  {
+    LoaderWalkGuard walking;
+    dl_iterate_phdr(patch_one, &n);
+  }
   g_patched.store(true, std::memory_order_release);
   return n;
 }
@@ -198,21 +277,34 @@ bool patched() { return g_patched.load(std::memory_order_acquire); }
 
 void patch_new_objects() {
   if (!patched()) return;
-  static unsigned long long seen = 0;
-  unsigned long long adds = 0;
+  struct Counts {
+    unsigned long long adds = 0, subs = 0;
+  };
+  static Counts seen;
+  Counts now;
   {
     // Released before patch_loaded_objects takes it again (not recursive).
     LoaderWalkGuard walking;
     dl_iterate_phdr(
         [](dl_phdr_info *info, size_t size, void *out) {
-          if (size >= offsetof(dl_phdr_info, dlpi_adds) + sizeof info->dlpi_adds)
-            *static_cast<unsigned long long *>(out) = info->dlpi_adds;
+          auto *c = static_cast<Counts *>(out);
+          if (size >= offsetof(dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs) {
+            c->adds = info->dlpi_adds;
+            c->subs = info->dlpi_subs;
+          }
           return 1;
         },
-        &adds);
+        &now);
   }
-  if (adds == seen) return;
-  seen = adds;
+  if (now.adds == seen.adds) return;
+  if (now.subs != seen.subs) {
+    // Something was unloaded: an object loaded since may sit at the same
+    // base, which alone says "done". Every object is looked at again (a
+    // slot that already holds our hook is left as it is).
+    std::lock_guard<std::mutex> lock(g_mutex);
+    if (g_done) g_done->clear();
+  }
+  seen = now;
   patch_loaded_objects();
 }
 
