@@ -176,15 +176,8 @@ void append_events_chunk(std::vector<uint8_t> &out, const EventsHeader &h, const
   ByteWriter w(out);
   h.encode(w);
   out.insert(out.end(), encoded, encoded + n);
-  const uint8_t *payload = out.data() + at + kChunkHeaderSize;
-  const size_t len = out.size() - at - kChunkHeaderSize;
-  RawWriter head(out.data() + at);
-  head.u8(static_cast<uint8_t>(Chunk::Events));
-  head.u8(0);
-  head.u8(0);
-  head.u8(0);
-  head.u32(static_cast<uint32_t>(len));
-  head.u32(crc32(payload, len));
+  put_chunk_header(out.data() + at, Chunk::Events, out.data() + at + kChunkHeaderSize,
+                   out.size() - at - kChunkHeaderSize);
 }
 
 void PassRecord::encode(ByteWriter &w) const { w.u64(time_ns); }

@@ -8,16 +8,19 @@ void append_chunk(std::vector<uint8_t> &out, Chunk type, const std::vector<uint8
   put_chunk(out.data() + at, type, payload.data(), payload.size());
 }
 
-size_t put_chunk(uint8_t *dst, Chunk type, const uint8_t *payload, size_t n) {
+void put_chunk_header(uint8_t *dst, Chunk type, const uint8_t *payload, size_t n) {
   RawWriter w(dst);
   w.u8(static_cast<uint8_t>(type));
   w.u8(0);
   w.u8(0);
   w.u8(0);
-  uint32_t len = static_cast<uint32_t>(n), crc = crc32(payload, n);
-  for (int i = 0; i < 4; ++i) w.u8(static_cast<uint8_t>(len >> (8 * i)));
-  for (int i = 0; i < 4; ++i) w.u8(static_cast<uint8_t>(crc >> (8 * i)));
-  if (n) memcpy(w.end(), payload, n);
+  w.u32(static_cast<uint32_t>(n));
+  w.u32(crc32(payload, n));
+}
+
+size_t put_chunk(uint8_t *dst, Chunk type, const uint8_t *payload, size_t n) {
+  put_chunk_header(dst, type, payload, n);
+  if (n) memcpy(dst + kChunkHeaderSize, payload, n);
   return kChunkHeaderSize + n;
 }
 

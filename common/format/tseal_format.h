@@ -222,5 +222,8 @@ void append_file_header(std::vector<uint8_t> &out, uint32_t flags = 0);
 // The same into raw memory with room for kChunkHeaderSize + n, for paths
 // that must not allocate. Returns the bytes written.
 size_t put_chunk(uint8_t *dst, Chunk type, const uint8_t *payload, size_t n);
+// Only the header (type, length, checksum) of a payload that already sits
+// where it goes, kChunkHeaderSize bytes on from dst.
+void put_chunk_header(uint8_t *dst, Chunk type, const uint8_t *payload, size_t n);
 
 }  // namespace torchseal::tseal

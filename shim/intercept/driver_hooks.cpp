@@ -188,13 +188,13 @@ uint32_t current_context_id() {
   return context_id_of(ctx);
 }
 
-// The real function behind a wrapper, its table entry found once per
-// wrapper (a nested driver call of every runtime allocation comes here).
 // What a nested call forwards to without a frame of its own: the real
 // function as the wrapper's last event path found it.
 template <ApiId kId>
 inline std::atomic<void *> g_forward{nullptr};
 
+// The real function behind a wrapper, its table entry found once per
+// wrapper.
 template <typename Fn, ApiId kId>
 Fn real_of() {
   static Wrapped *const self = find_by_id(kId);
