@@ -96,9 +96,9 @@ __attribute__((always_inline)) inline void encode_free(RawWriter &w, CodecState 
 }
 }  // namespace codec_detail
 
-__attribute__((always_inline)) inline size_t encode_event_hot(uint8_t *dst, CodecState &st,
-                                                              const Event &e) {
-  if (e.op != Op::Alloc && e.op != Op::Free) return encode_event(dst, st, e);
+// An Alloc or a Free (the caller checked), inline.
+__attribute__((always_inline)) inline size_t encode_pair_event(uint8_t *dst, CodecState &st,
+                                                               const Event &e) {
   RawWriter w(dst);
   uint64_t dt = e.time_ns >= st.prev_time ? e.time_ns - st.prev_time : 0;
   if (e.op == Op::Alloc)
@@ -107,6 +107,15 @@ __attribute__((always_inline)) inline size_t encode_event_hot(uint8_t *dst, Code
     codec_detail::encode_free(w, st, e, dt);
   st.prev_time += dt;  // as encode_event: the decoder's base never steps back
   return static_cast<size_t>(w.end() - dst);
+}
+
+__attribute__((always_inline)) inline bool is_pair_event(const Event &e) {
+  return e.op == Op::Alloc || e.op == Op::Free;
+}
+
+__attribute__((always_inline)) inline size_t encode_event_hot(uint8_t *dst, CodecState &st,
+                                                              const Event &e) {
+  return is_pair_event(e) ? encode_pair_event(dst, st, e) : encode_event(dst, st, e);
 }
 
 // Decodes the next event; false at the end of the payload or on corruption

@@ -183,10 +183,34 @@ void wait_for_writer(State &s) {
   }
 }
 
-}  // namespace
+// A buffer past kSealBytes goes to the writer. Out of line: once per
+// 256 KiB of events.
+__attribute__((noinline)) void hand_over(ThreadBuf *b) {
+  State &s = S();
+  // Same lock order as cut() (registry, then buffer), and the seal and the
+  // push happen under both, so a pass can never see this thread's later
+  // events before this earlier chunk.
+  bool wake = false;
+  {
+    Guard rg(s.registry_lock);
+    Guard g(b->lock);
+    if (b->used >= kSealBytes) {
+      s.sealed_bytes += b->used;
+      s.backlog.fetch_add(b->used, std::memory_order_relaxed);
+      s.sealed.push_back(seal(*b));
+      // A fast producer must not make one pass huge: a pass is what the
+      // reader holds in memory at once, so start the next one early.
+      wake = s.sealed_bytes >= kPassWakeBytes;
+      if (wake) s.sealed_bytes = 0;
+    }
+  }
+  if (wake) ring_fd(s.wake_fd);
+  wait_for_writer(s);
+}
 
-void append(const Event &e) {
-  if (!g_writer_running.load(std::memory_order_relaxed)) return;
+// Every case but an alloc or free into a buffer with room while no cut
+// is under way: a thread's first event, other ops, a buffer to grow.
+__attribute__((noinline)) void append_slow(const Event &e) {
   ThreadBuf *b = my_buf();
   bool full;
   b->busy.store(1, std::memory_order_relaxed);
@@ -199,28 +223,33 @@ void append(const Event &e) {
     Guard g(b->lock);  // until the cut is done
     full = put(*b, e);
   }
-  if (full) {
-    State &s = S();
-    // Same lock order as cut() (registry, then buffer), and the seal and the
-    // push happen under both, so a pass can never see this thread's later
-    // events before this earlier chunk.
-    bool wake = false;
-    {
-      Guard rg(s.registry_lock);
-      Guard g(b->lock);
-      if (b->used >= kSealBytes) {
-        s.sealed_bytes += b->used;
-        s.backlog.fetch_add(b->used, std::memory_order_relaxed);
-        s.sealed.push_back(seal(*b));
-        // A fast producer must not make one pass huge: a pass is what the
-        // reader holds in memory at once, so start the next one early.
-        wake = s.sealed_bytes >= kPassWakeBytes;
-        if (wake) s.sealed_bytes = 0;
-      }
+  if (full) hand_over(b);
+}
+
+}  // namespace
+
+// The pair's two events take the short way: no buffer to create or grow,
+// no other op's encoding, so no register saves for them (they were a
+// sixth of an append's instructions).
+void append(const Event &e) {
+  if (!g_writer_running.load(std::memory_order_relaxed)) return;
+  ThreadBuf *b = t_buf;
+  if (__builtin_expect(b && b->count && tseal::is_pair_event(e) &&
+                           b->bytes.size() - b->used >= tseal::kMaxEventBytes,
+                       1)) {
+    b->busy.store(1, std::memory_order_relaxed);
+    asym::light();
+    if (__builtin_expect(!g_cutting.load(std::memory_order_acquire), 1)) {
+      size_t used = b->used + tseal::encode_pair_event(b->bytes.data() + b->used, b->st, e);
+      b->used = used;
+      ++b->count;
+      b->busy.store(0, std::memory_order_release);
+      if (used >= kSealBytes) hand_over(b);
+      return;
     }
-    if (wake) ring_fd(s.wake_fd);
-    wait_for_writer(s);
+    b->busy.store(0, std::memory_order_release);
   }
+  append_slow(e);
 }
 
 void request_dump(const char *trigger) {
