@@ -13,6 +13,7 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "common/util/log.h"
@@ -31,11 +32,53 @@ uintptr_t g_self_base = 0;
 // What each rewritten slot held, to put it back at detach.
 struct Saved {
   uintptr_t base;  // the object's load base: it may have been unloaded since
-  uintptr_t slot;
   void *original;
+  void *hook;  // what we wrote: a slot that no longer holds it is not ours to restore
   uintptr_t relro_lo, relro_hi;
 };
-std::vector<Saved> *g_saved = nullptr;  // under g_mutex
+// The newest patch of each slot, by slot: a library loaded again at the same
+// base replaces its entries rather than adding to them (a program that
+// reloads a plugin in a loop), and unloaded objects' entries are dropped.
+std::unordered_map<uintptr_t, Saved> *g_saved = nullptr;  // under g_mutex
+
+// Visits each saved slot that is still one we patched: its object is
+// loaded (an unloaded one's slots are gone with it) and the slot holds our
+// hook (another object loaded at the same base has other contents there).
+// Inside the loader's walk, where no object can be unloaded under `fn`,
+// which must not call into the loader. Returns those slots.
+template <typename Fn>
+std::unordered_set<uintptr_t> for_each_still_ours(Fn fn) {
+  struct Walk {
+    std::unordered_map<uintptr_t, std::vector<uintptr_t>> by_base;
+    std::unordered_set<uintptr_t> ours;
+    Fn *fn;
+  } w{{}, {}, &fn};
+  for (const auto &[slot, e] : *g_saved) w.by_base[e.base].push_back(slot);
+  LoaderWalkGuard walking;
+  dl_iterate_phdr(
+      [](dl_phdr_info *info, size_t, void *p) {
+        auto *w = static_cast<Walk *>(p);
+        auto it = w->by_base.find(info->dlpi_addr);
+        if (it == w->by_base.end()) return 0;
+        for (uintptr_t slot : it->second) {
+          bool inside = false;
+          for (int i = 0; i < info->dlpi_phnum && !inside; ++i) {
+            const ElfW(Phdr) &ph = info->dlpi_phdr[i];
+            uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
+            inside = ph.p_type == PT_LOAD && slot >= lo && slot + sizeof(void *) <= lo + ph.p_memsz;
+          }
+          const Saved &e = g_saved->at(slot);
+          if (!inside || __atomic_load_n(reinterpret_cast<void **>(slot), __ATOMIC_ACQUIRE) != e.hook)
+            continue;
+          w->ours.insert(slot);
+          (*w->fn)(slot, e);
+        }
+        w->by_base.erase(it);  // one object per base
+        return 0;
+      },
+      &w);
+  return std::move(w.ours);
+}
 
 bool is_cuda_name(const char *n) {
   if (n[0] != 'c' || n[1] != 'u') return false;
@@ -227,7 +270,7 @@ int patch_one(dl_phdr_info *info, size_t, void *out) {
     uintptr_t slot = info->dlpi_addr + offset;
     void *original = __atomic_load_n(reinterpret_cast<void **>(slot), __ATOMIC_ACQUIRE);
     if (original == hook || !write_slot(slot, hook, relro_lo, relro_hi)) return true;
-    g_saved->push_back({info->dlpi_addr, slot, original, relro_lo, relro_hi});
+    (*g_saved)[slot] = Saved{info->dlpi_addr, original, hook, relro_lo, relro_hi};
     ++n;
     return true;
   });
@@ -252,7 +295,7 @@ bool find_self() {
 size_t patch_loaded_objects() {
   std::lock_guard<std::mutex> lock(g_mutex);
   if (!g_done) g_done = new std::unordered_set<uintptr_t>();
-  if (!g_saved) g_saved = new std::vector<Saved>();
+  if (!g_saved) g_saved = new std::unordered_map<uintptr_t, Saved>();
   if (!g_hooks) {
     g_hooks = new std::unordered_map<std::string, void *>();
     g_find_object = reinterpret_cast<FindObject>(real_dlsym(RTLD_DEFAULT, "_dl_find_object"));
@@ -298,11 +341,17 @@ void patch_new_objects() {
   }
   if (now.adds == seen.adds) return;
   if (now.subs != seen.subs) {
-    // Something was unloaded: an object loaded since may sit at the same
-    // base, which alone says "done". Every object is looked at again (a
-    // slot that already holds our hook is left as it is).
+    // Something was unloaded: its slots are gone with it, and an object
+    // loaded since may sit at the same base, which alone says "done".
+    // Every object is looked at again (a slot that already holds our hook
+    // is left as it is).
     std::lock_guard<std::mutex> lock(g_mutex);
     if (g_done) g_done->clear();
+    if (g_saved) {
+      std::unordered_set<uintptr_t> ours = for_each_still_ours([](uintptr_t, const Saved &) {});
+      for (auto it = g_saved->begin(); it != g_saved->end();)
+        it = ours.count(it->first) ? std::next(it) : g_saved->erase(it);
+    }
   }
   seen = now;
   patch_loaded_objects();
@@ -312,20 +361,10 @@ size_t restore_all() {
   std::lock_guard<std::mutex> lock(g_mutex);
   g_patched.store(false, std::memory_order_release);  // the writer patches nothing more
   if (!g_saved) return 0;
-  std::unordered_set<uintptr_t> loaded;
-  {
-    LoaderWalkGuard walking;
-    dl_iterate_phdr(
-        [](dl_phdr_info *info, size_t, void *out) {
-          static_cast<std::unordered_set<uintptr_t> *>(out)->insert(info->dlpi_addr);
-          return 0;
-        },
-        &loaded);
-  }
   size_t n = 0;
-  // Only objects still loaded: an unloaded one's slots are gone with it.
-  for (const Saved &e : *g_saved)
-    if (loaded.count(e.base) && write_slot(e.slot, e.original, e.relro_lo, e.relro_hi)) ++n;
+  for_each_still_ours([&](uintptr_t slot, const Saved &e) {
+    n += write_slot(slot, e.original, e.relro_lo, e.relro_hi);
+  });
   g_saved->clear();
   g_done->clear();
   return n;

@@ -31,12 +31,13 @@ from session import Attach, Program, torchseal_threads  # noqa: E402
 
 BUILD, SRC, SCENARIO = sys.argv[1], sys.argv[2], sys.argv[3]
 CLI = os.path.join(BUILD, "report", "torchseal")
+PLUGIN = os.path.join(BUILD, "tests", "reliability", "librel_cuda_refs.so")
 SHIM = os.path.join(BUILD, "shim", "libtorchseal.so")
 SIMGPU = os.path.join(SRC, "scripts", "simgpu")
 CHECK = Checker("attach " + SCENARIO, verbose=True)
 
 PROGRAM = '''\
-import ctypes, os, sys, time
+import _ctypes, ctypes, os, sys, time
 rt = ctypes.CDLL("libcudart.so.13")
 rt.cudaMalloc.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]
 rt.cudaFree.argtypes = [ctypes.c_void_p]
@@ -49,8 +50,19 @@ def alloc(n):
 pre = [alloc(1 << 14) for _ in range(2000)]    # before the attach: pre-existing
 kept = []
 i = 0
+plugin, patched = None, 0
 print("ready", flush=True)
 while not os.path.exists(sys.argv[1]):
+    # A plugin with CUDA references, loaded again and again until five of
+    # its loads were seen patched, then kept.
+    if plugin is None:
+        plugin = ctypes.CDLL(sys.argv[2])
+        unpatched = plugin.cuda_refs_patched()
+    elif i % 4 == 0 and patched < 5:
+        patched += plugin.cuda_refs_patched() > unpatched
+        _ctypes.dlclose(plugin._handle)
+        plugin = ctypes.CDLL(sys.argv[2])
+    print(f"plugin {i} {plugin.cuda_refs_patched()}", flush=True)
     kept.append(alloc(1 << 16))    # KEEP
     rt.cudaFree(pre.pop())
     scratch = alloc(1 << 12)
@@ -174,7 +186,7 @@ def scenario_attach(python, via):
         open(script, "w").write(PROGRAM)
         stop = os.path.join(tmp, "stop")
         prefix = os.path.join(tmp, "attached")
-        prog = Program(["bash", SIMGPU, "--build", BUILD, python, script, stop], env_for())
+        prog = Program(["bash", SIMGPU, "--build", BUILD, python, script, stop, PLUGIN], env_for())
         try:
             if not CHECK.true("the loop started", prog.out.wait_for(lambda l: l.startswith("step 3 "), 60),
                               "\n".join(prog.out.all[-20:])):
@@ -217,6 +229,19 @@ def scenario_attach(python, via):
             CHECK.true("its last line is its own", prog.out.all[-1] == f"exit ok {len(steps)}",
                        prog.out.all[-3:])
             CHECK.true("it stepped after the detach too", len(steps) > steps_at_detach)
+            # The plugin is loaded anew every 4th step, often at the base of
+            # the last one, until five loads were seen patched, and then
+            # kept through the detach, which must put its slots back (only
+            # slots that still hold the shim's hooks, in objects loaded
+            # then). Its count before the attach is what the loader itself
+            # resolves (simcuda's runtime is global here).
+            plugin = [tuple(map(int, l.split()[1:])) for l in prog.out.all if l.startswith("plugin ")]
+            unpatched = plugin[0][1] if plugin else None
+            CHECK.true("the reloaded plugin was patched while attached",
+                       any(n > unpatched for _, n in plugin), plugin[-40:])
+            after = [n for i, n in plugin if i >= steps_at_detach]
+            CHECK.eq("after the detach its CUDA entries are what the loader gave them",
+                     after, [unpatched] * len(after))
             report = CHECK.read_json(prefix + ".json")
             if report is None:
                 done()
