@@ -68,7 +68,8 @@ std::unordered_set<uintptr_t> for_each_still_ours(Fn fn) {
             inside = ph.p_type == PT_LOAD && slot >= lo && slot + sizeof(void *) <= lo + ph.p_memsz;
           }
           const Saved &e = g_saved->at(slot);
-          if (!inside || __atomic_load_n(reinterpret_cast<void **>(slot), __ATOMIC_ACQUIRE) != e.hook)
+          if (!inside ||
+              __atomic_load_n(reinterpret_cast<void **>(slot), __ATOMIC_ACQUIRE) != e.hook)
             continue;
           w->ours.insert(slot);
           (*w->fn)(slot, e);
