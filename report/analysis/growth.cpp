@@ -99,6 +99,13 @@ size_t growth_warmup_steps(size_t samples, const GrowthOptions &opts) {
   return std::max(opts.warmup_min_steps, by_fraction);
 }
 
+size_t min_samples_for_growth(const GrowthOptions &opts) {
+  size_t n = opts.min_fit_steps;
+  // Bounded: a warm-up fraction of 1 leaves nothing at any length.
+  while (n < (1u << 20) && n - std::min(n, growth_warmup_steps(n, opts)) < opts.min_fit_steps) ++n;
+  return n;
+}
+
 GrowthFit fit_series(const std::vector<double> &bytes, const GrowthOptions &opts) {
   std::vector<double> x(bytes.size());
   for (size_t i = 0; i < x.size(); ++i) x[i] = double(i);

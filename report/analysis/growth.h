@@ -100,6 +100,9 @@ struct GrowthFit {
 
 // Number of leading samples excluded from a series of `samples` samples.
 size_t growth_warmup_steps(size_t samples, const GrowthOptions &opts);
+// The fewest step samples that leave min_fit_steps after the warm-up: a
+// shorter run can list what it holds but never call it growth.
+size_t min_samples_for_growth(const GrowthOptions &opts);
 
 // The pure core: live bytes at consecutive step boundaries (x = 0, 1, 2...).
 GrowthFit fit_series(const std::vector<double> &bytes, const GrowthOptions &opts);

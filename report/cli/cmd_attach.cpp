@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "common/util/py_literal.h"
+#include "report/analysis/growth.h"
 #include "report/cli/attach_ptrace.h"
 #include "report/cli/attach_target.h"
 #include "report/cli/commands.h"
@@ -293,6 +294,8 @@ int attach_process(const AttachOptions &opts) {
 
   bool attached = false, reported = false, detached = false, stop_sent = false;
   long long leaks = -1;
+  unsigned long long tracked = 0;
+  std::string tracked_kind;  // "steps" or "windows"; empty from an older shim
   size_t restored = 0;
   const double started = unix_now();
   double reported_at = 0;
@@ -320,7 +323,9 @@ int attach_process(const AttachOptions &opts) {
       } else if (l.rfind("report ", 0) == 0) {
         reported = true;
         reported_at = unix_now();
-        leaks = std::atoll(l.c_str() + 7);
+        // "report LEAKS [TRACKED steps|windows]"
+        std::istringstream in(l.substr(7));
+        in >> leaks >> tracked >> tracked_kind;
       } else if (l.rfind("detaching ", 0) == 0) {
         restored = std::strtoull(l.c_str() + 10, nullptr, 10);
       } else if (l == "detached") {
@@ -362,6 +367,15 @@ int attach_process(const AttachOptions &opts) {
   std::ifstream text(prefix + ".txt");
   if (text) std::fputs(std::string(std::istreambuf_iterator<char>(text), {}).c_str(), stdout);
   std::fflush(stdout);
+  if (!opts.snapshot && !tracked_kind.empty() && tracked < min_samples_for_growth(GrowthOptions{}))
+    std::fprintf(stderr,
+                 "torchseal: %llu %s tracked, too few for a growth verdict (it needs %zu; track "
+                 "--steps 15 or --for 15s): what the time allocated and still holds is listed, "
+                 "but nothing can be called growth (docs/attach.md)\n",
+                 tracked,
+                 tracked == 1 ? tracked_kind.substr(0, tracked_kind.size() - 1).c_str()
+                              : tracked_kind.c_str(),
+                 min_samples_for_growth(GrowthOptions{}));
   std::fprintf(stderr,
                "torchseal: wrote %s.json, %s.txt and %s.tseal (%lld leak(s)); detached from pid "
                "%d (%zu GOT entries restored)\n",

@@ -229,13 +229,16 @@ void *controller(void *) {
         static_cast<long long>(kFinalScanWait.count()));
     pause_recording();
   }
+  const uint64_t own = recorder().steps_seen(false) - own0;
+  const uint64_t windows = recorder().steps_seen(true) - windows0;
   long long leaks =
       end_interval_report(r.mode == Mode::Snapshot ? "snapshot" : "stop", /*fresh_scan=*/false);
   if (leaks < 0)
     status("error no report was written to %s.json (the reason is on the process's stderr)",
            r.prefix.c_str());
-  else
-    status("report %lld", leaks);
+  else  // and what it tracked, for the CLI to say when that is too little for growth
+    status("report %lld %llu %s", leaks, static_cast<unsigned long long>(own ? own : windows),
+           own ? "steps" : "windows");
   size_t restored = detach();
   status("detaching %zu", restored);
   // The Python side and the join, on the main thread; if it never runs

@@ -210,6 +210,8 @@ def scenario_attach(python, via):
                 CHECK.true("Ctrl-C ended the tracking early, with its report",
                            time.time() - t0 < 45 and any("ending early" in l for l in cli.err.all),
                            cli.err.all)
+            CHECK.true("the CLI says a window this short cannot give a growth verdict",
+                       any("too few for a growth verdict" in l for l in cli.err.all), cli.err.all)
             CHECK.true("torchseal threads ran while attached", "torchseal-wr" in threads_during,
                        threads_during)
             CHECK.eq("no torchseal thread is left", torchseal_threads(prog.pid), [])

@@ -151,6 +151,16 @@ TEST_CASE("too few steps after warm-up are never flagged", "[growth]") {
   CHECK(short_run.verdict == GrowthVerdict::TooFewSteps);
   CHECK(short_run.steps == 7);
   CHECK(fit(series(10, leak)).flagged);  // the shortest run the defaults judge
+  // What `torchseal attach` compares a short window's steps with.
+  GrowthOptions o;
+  CHECK(min_samples_for_growth(o) == 10);
+  for (size_t n : {size_t{9}, min_samples_for_growth(o)})
+    CHECK((fit(series(n, leak)).verdict != GrowthVerdict::TooFewSteps) ==
+          (n >= min_samples_for_growth(o)));
+  o.warmup_fraction = 0.5;
+  CHECK(min_samples_for_growth(o) == 16);
+  o.warmup_fraction = 1;  // nothing is ever left: bounded, not a hang
+  CHECK(min_samples_for_growth(o) >= (1u << 20));
 }
 
 TEST_CASE("growth under the floor is not flagged; the floor is an option", "[growth]") {

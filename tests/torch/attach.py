@@ -142,6 +142,10 @@ def scenario(mode):
             threads_during = torchseal_threads(prog.pid)
             rc = cli.wait(300)
             CHECK.eq("attach exits 0", rc, 0, "\n".join(cli.err.all))
+            CHECK.eq(f"the CLI says {n_steps} steps are too few for a growth verdict only if "
+                     "they are (10 needed; never for a snapshot)",
+                     any("too few for a growth verdict" in l for l in cli.err.all),
+                     not snapshot and n_steps < 10, cli.err.all)
             CHECK.true("while attached, the CUDA GOT entries led to the shim", changed,
                        len(where))
             CHECK.true("and torchseal threads ran", "torchseal-wr" in threads_during,
