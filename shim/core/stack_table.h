@@ -57,6 +57,8 @@ class StackTable {
   };
   uint32_t generation_;  // per-thread caches hold ids of one table generation only
   static void grow(Shard &s);
+  // A miss of the thread's cache.
+  StackId find_or_add(const uint64_t *ips, int n, uint64_t h);
 
   Shard shards_[kShards];
 };
