@@ -12,6 +12,22 @@
 #include "shim/core/asymmetric_fence.h"
 #include "shim/core/shard_lock.h"
 
+// A test build (tests/shim) yields now and then where an append has not yet
+// marked itself busy, so that a whole cut can pass it there: the window in
+// which an append once read its buffer's state too early.
+#ifdef TORCHSEAL_TEST_PREEMPT_APPENDS
+#include <sched.h>
+#define TS_PREEMPTION_POINT()                        \
+  do {                                               \
+    static thread_local unsigned preempt_calls = 0;  \
+    if ((++preempt_calls & 255) == 0) sched_yield(); \
+  } while (0)
+#else
+#define TS_PREEMPTION_POINT() \
+  do {                        \
+  } while (0)
+#endif
+
 namespace torchseal::history {
 
 namespace {
@@ -230,16 +246,20 @@ __attribute__((noinline)) void append_slow(const Event &e) {
 
 // The pair's two events take the short way: no buffer to create or grow,
 // no other op's encoding, so no register saves for them (they were a
-// sixth of an append's instructions).
+// sixth of an append's instructions). The buffer's state is read only once
+// the thread is marked busy and no cut is under way: a cut that sealed the
+// buffer just before leaves it empty, with its codec state to reset
+// (put() does), and an event encoded against the old state decodes wrong.
 void append(const Event &e) {
   if (!g_writer_running.load(std::memory_order_relaxed)) return;
   ThreadBuf *b = t_buf;
-  if (__builtin_expect(b && b->count && tseal::is_pair_event(e) &&
-                           b->bytes.size() - b->used >= tseal::kMaxEventBytes,
-                       1)) {
+  if (__builtin_expect(b && tseal::is_pair_event(e), 1)) {
+    TS_PREEMPTION_POINT();
     b->busy.store(1, std::memory_order_relaxed);
     asym::light();
-    if (__builtin_expect(!g_cutting.load(std::memory_order_acquire), 1)) {
+    if (__builtin_expect(!g_cutting.load(std::memory_order_acquire) && b->count &&
+                             b->bytes.size() - b->used >= tseal::kMaxEventBytes,
+                         1)) {
       size_t used = b->used + tseal::encode_pair_event(b->bytes.data() + b->used, b->st, e);
       b->used = used;
       ++b->count;

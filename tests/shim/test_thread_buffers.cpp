@@ -3,7 +3,9 @@
 // up to its last free before it exits, is in exactly one sealed chunk.
 // A cut once forgot a buffer whose thread exited between its seal and the
 // cut's end, with the events appended in between (a CI run lost a thread's
-// last 1,600 frees that way).
+// last 1,600 frees that way). And every sealed chunk decodes alone to what
+// was appended: an append once encoded a cut's first event against the
+// codec state of the chunk the cut had just sealed.
 #include <catch2/catch.hpp>
 
 #include <pthread.h>
@@ -14,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/format/event_codec.h"
 #include "shim/core/thread_buffers.h"
 
 namespace buffers = torchseal::history::buffers;
@@ -84,4 +87,79 @@ TEST_CASE("no event is lost from a thread that exits while the writer cuts") {
 
   buffers::set_accepting(false);
   pthread_key_delete(g_late_key);
+}
+
+namespace {
+
+// Event k of thread `tag`: an allocation (k even) or its free (k odd),
+// every allocation of its own address and size, so a decode against the
+// wrong delta state or recent-address cache shows.
+torchseal::Event pair_event(uint64_t tag, uint64_t k) {
+  torchseal::Event e{};
+  e.time_ns = 1'000'000 + k * 7;
+  e.op = k % 2 ? torchseal::Op::Free : torchseal::Op::Alloc;
+  e.api = torchseal::ApiId::cudaMalloc;
+  e.family = torchseal::Family::Device;
+  e.addr = (tag << 40) + (k / 2) * 512;
+  e.size = k % 2 ? 0 : 512 + (k / 2) % 1000;
+  e.stack = static_cast<uint32_t>(k / 2 % 13 + 1);
+  e.device = 0;
+  return e;
+}
+
+}  // namespace
+
+TEST_CASE("every chunk a cut seals decodes alone to the events appended") {
+  buffers::init();
+  buffers::set_accepting(true);
+  // More threads than cores: preempted mid-append, now and then between
+  // reading the buffer's state and marking itself busy.
+  constexpr int kThreads = 8;
+  constexpr uint64_t kEvents = 1'000'000;
+  std::atomic<int> running{kThreads};
+  std::vector<uint64_t> next(kThreads + 1, 0);  // by tag: the next event index expected
+  uint64_t wrong = 0, decoded = 0;
+  std::string first_wrong;
+  auto check = [&](std::vector<buffers::Sealed> &&chunks) {
+    for (const buffers::Sealed &c : chunks) {
+      torchseal::tseal::ByteReader r(c.bytes.data(), c.bytes.size());
+      torchseal::tseal::CodecState st;
+      st.reset(c.base_time);
+      for (uint32_t i = 0; i < c.count; ++i) {
+        torchseal::Event e{};
+        if (!torchseal::tseal::decode_event(r, st, e)) {
+          ++wrong;
+          break;
+        }
+        ++decoded;
+        uint64_t tag = e.addr >> 40;
+        if (tag < 1 || tag > kThreads) {
+          if (!wrong++) first_wrong = "address " + std::to_string(e.addr);
+          continue;
+        }
+        torchseal::Event want = pair_event(tag, next[tag]++);
+        bool same = e.op == want.op && e.addr == want.addr && e.time_ns == want.time_ns &&
+                    (e.op == torchseal::Op::Free || (e.size == want.size && e.stack == want.stack));
+        if (!same && !wrong++)
+          first_wrong = "thread " + std::to_string(tag) + " event " + std::to_string(next[tag] - 1);
+      }
+    }
+    buffers::recycle(std::move(chunks));
+  };
+  std::vector<std::thread> threads;
+  for (uint64_t tag = 1; tag <= kThreads; ++tag)
+    threads.emplace_back([tag, &running] {
+      for (uint64_t k = 0; k < kEvents; ++k) torchseal::history::append(pair_event(tag, k));
+      running.fetch_sub(1);
+    });
+  buffers::set_writer_thread();
+  while (running.load()) check(buffers::cut());
+  for (auto &th : threads) th.join();
+  check(buffers::cut());
+  check(buffers::cut());
+  INFO(first_wrong);
+  CHECK(wrong == 0);
+  CHECK(decoded == kThreads * kEvents);
+  for (int tag = 1; tag <= kThreads; ++tag) CHECK(next[tag] == kEvents);
+  buffers::set_accepting(false);
 }
