@@ -367,7 +367,8 @@ int attach_process(const AttachOptions &opts) {
   std::ifstream text(prefix + ".txt");
   if (text) std::fputs(std::string(std::istreambuf_iterator<char>(text), {}).c_str(), stdout);
   std::fflush(stdout);
-  if (!opts.snapshot && !tracked_kind.empty() && tracked < min_samples_for_growth(GrowthOptions{}))
+  const size_t growth_needs = min_samples_for_growth(GrowthOptions{});
+  if (!opts.snapshot && !tracked_kind.empty() && tracked < growth_needs)
     std::fprintf(stderr,
                  "torchseal: %llu %s tracked, too few for a growth verdict (it needs %zu; track "
                  "--steps 15 or --for 15s): what the time allocated and still holds is listed, "
@@ -375,7 +376,7 @@ int attach_process(const AttachOptions &opts) {
                  tracked,
                  tracked == 1 ? tracked_kind.substr(0, tracked_kind.size() - 1).c_str()
                               : tracked_kind.c_str(),
-                 min_samples_for_growth(GrowthOptions{}));
+                 growth_needs);
   std::fprintf(stderr,
                "torchseal: wrote %s.json, %s.txt and %s.tseal (%lld leak(s)); detached from pid "
                "%d (%zu GOT entries restored)\n",

@@ -13,7 +13,6 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
-#include <utility>
 #include <vector>
 
 #include "common/util/log.h"
@@ -45,14 +44,13 @@ std::unordered_map<uintptr_t, Saved> *g_saved = nullptr;  // under g_mutex
 // loaded (an unloaded one's slots are gone with it) and the slot holds our
 // hook (another object loaded at the same base has other contents there).
 // Inside the loader's walk, where no object can be unloaded under `fn`,
-// which must not call into the loader. Returns those slots.
+// which must not call into the loader.
 template <typename Fn>
-std::unordered_set<uintptr_t> for_each_still_ours(Fn fn) {
+void for_each_still_ours(Fn fn) {
   struct Walk {
     std::unordered_map<uintptr_t, std::vector<uintptr_t>> by_base;
-    std::unordered_set<uintptr_t> ours;
     Fn *fn;
-  } w{{}, {}, &fn};
+  } w{{}, &fn};
   for (const auto &[slot, e] : *g_saved) w.by_base[e.base].push_back(slot);
   LoaderWalkGuard walking;
   dl_iterate_phdr(
@@ -68,17 +66,14 @@ std::unordered_set<uintptr_t> for_each_still_ours(Fn fn) {
             inside = ph.p_type == PT_LOAD && slot >= lo && slot + sizeof(void *) <= lo + ph.p_memsz;
           }
           const Saved &e = g_saved->at(slot);
-          if (!inside ||
-              __atomic_load_n(reinterpret_cast<void **>(slot), __ATOMIC_ACQUIRE) != e.hook)
-            continue;
-          w->ours.insert(slot);
-          (*w->fn)(slot, e);
+          if (inside &&
+              __atomic_load_n(reinterpret_cast<void **>(slot), __ATOMIC_ACQUIRE) == e.hook)
+            (*w->fn)(slot, e);
         }
         w->by_base.erase(it);  // one object per base
         return 0;
       },
       &w);
-  return std::move(w.ours);
 }
 
 bool is_cuda_name(const char *n) {
@@ -349,9 +344,9 @@ void patch_new_objects() {
     std::lock_guard<std::mutex> lock(g_mutex);
     if (g_done) g_done->clear();
     if (g_saved) {
-      std::unordered_set<uintptr_t> ours = for_each_still_ours([](uintptr_t, const Saved &) {});
-      for (auto it = g_saved->begin(); it != g_saved->end();)
-        it = ours.count(it->first) ? std::next(it) : g_saved->erase(it);
+      std::unordered_map<uintptr_t, Saved> kept;
+      for_each_still_ours([&](uintptr_t slot, const Saved &e) { kept.emplace(slot, e); });
+      g_saved->swap(kept);
     }
   }
   seen = now;

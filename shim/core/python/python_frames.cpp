@@ -21,7 +21,7 @@ namespace {
 enum State : int {
   kUninit = 0,
   kOff,          // TORCHSEAL_PYTHON=off
-  kNotFound,     // no Python yet: maybe_late_init() keeps looking
+  kNotFound,     // no Python yet: capture() keeps looking (late_probe_if_due)
   kUnsupported,  // Python present, unreadable: said once, never retried
   kActive,
 };
@@ -144,13 +144,14 @@ void init(bool enabled) {
 
 namespace {
 thread_local uint32_t t_late_calls __attribute__((tls_model("initial-exec"))) = 0;
-}  // namespace
 
-namespace {
 // A process without Python asks on every allocation: the clock is looked at
 // only every 64th time, counted inline where capture() asks.
 __attribute__((always_inline)) inline bool late_probe_skipped() { return ++t_late_calls & 63; }
 
+// Re-probes, at most every few milliseconds and only after a new shared
+// object was loaded, when init() found no Python: an application may dlopen
+// libpython after its first CUDA call.
 __attribute__((noinline)) void late_probe_if_due() {
   uint64_t now = monotonic_coarse_ns();
   uint64_t next = g_next_probe_ns.load(std::memory_order_relaxed);
@@ -162,11 +163,6 @@ __attribute__((noinline)) void late_probe_if_due() {
   if (g_state.load(std::memory_order_acquire) == kNotFound) probe_locked();
 }
 }  // namespace
-
-void maybe_late_init() {
-  if (g_state.load(std::memory_order_acquire) != kNotFound || late_probe_skipped()) return;
-  late_probe_if_due();
-}
 
 std::string version() {
   return g_state.load(std::memory_order_acquire) == kActive ? std::string(g_interp.version)

@@ -22,11 +22,6 @@ namespace torchseal::py {
 // enabled=false (TORCHSEAL_PYTHON=off) disables for good. Safe without Python.
 void init(bool enabled);
 
-// Re-probes, at most every few milliseconds and only after a new shared
-// object was loaded, when init() found no Python: an application may dlopen
-// libpython after its first CUDA call. capture() calls it itself.
-void maybe_late_init();
-
 // "3.12.1"; "" when there is no (supported) Python or it is disabled.
 std::string version();
 
@@ -36,6 +31,8 @@ std::string version();
 // A thread with a thread state but no frames (PyTorch's autograd engine
 // thread) borrows the stack of the thread waiting in backward, below a label
 // frame "<autograd NODE>" (file "", line 0); see backward_waiter.h.
+// When init() found no Python, it looks again now and then (a program may
+// dlopen libpython after its first CUDA call).
 PyStackId capture();
 
 // Names what a frameless thread is doing for the thread whose stack it

@@ -560,8 +560,7 @@ __attribute__((noinline)) int fp_walk(uint64_t *out, int max) {
   return n;
 }
 
-__attribute__((noinline)) const uint64_t *libunwind_capture(uint64_t (&buf)[kCaptureBufFrames],
-                                                            int max, int *n_out) {
+const uint64_t *libunwind_capture(uint64_t (&buf)[kCaptureBufFrames], int max, int *n_out) {
   if (!g_unw_backtrace) {
     *n_out = fp_walk(buf, max < kCaptureBufFrames ? max : kCaptureBufFrames);
     return buf;
@@ -577,7 +576,7 @@ __attribute__((noinline)) const uint64_t *libunwind_capture(uint64_t (&buf)[kCap
   return buf + i;
 }
 
-__attribute__((noinline)) void check_against_libunwind(const uint64_t *fast, int n, int max) {
+void check_against_libunwind(const uint64_t *fast, int n, int max) {
   uint64_t ref[kCaptureBufFrames];
   int m;
   const uint64_t *r = libunwind_capture(ref, max, &m);
@@ -622,18 +621,6 @@ const char *unwinder_init(UnwindMode mode, std::string *why) {
   return "frame pointers only";
 }
 
-namespace {
-// Out of capture_stack_inplace(): the walk's path then saves no registers
-// for it.
-__attribute__((noinline)) const uint64_t *capture_by_libunwind(uint64_t (&buf)[kCaptureBufFrames],
-                                                               int max, int *n_out,
-                                                               uint64_t *hash) {
-  const uint64_t *ips = libunwind_capture(buf, max, n_out);
-  *hash = hash_ips(ips, *n_out);
-  return ips;
-}
-}  // namespace
-
 const uint64_t *capture_stack_inplace(uint64_t (&buf)[kCaptureBufFrames], int max, int *n_out,
                                       uint64_t *hash) {
   static_assert(sizeof(void *) == sizeof(uint64_t));
@@ -648,7 +635,9 @@ const uint64_t *capture_stack_inplace(uint64_t (&buf)[kCaptureBufFrames], int ma
     }
     g_fallbacks.fetch_add(1, std::memory_order_relaxed);
   }
-  return capture_by_libunwind(buf, max, n_out, hash);
+  const uint64_t *ips = libunwind_capture(buf, max, n_out);
+  *hash = hash_ips(ips, *n_out);
+  return ips;
 }
 
 int capture_stack(uint64_t *out, int max) {
