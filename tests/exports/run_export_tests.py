@@ -343,10 +343,75 @@ def test_e2e(tmp):
     return 0
 
 
+def test_validator(tmp):
+    """The validator rejects what the browser viewer would choke on: every
+    check the exports rely on, seen failing once on a snapshot made to break
+    it (a validator that passes everything would pass every other test)."""
+    frames = [{"filename": "train.py", "line": 7, "name": "step"}]
+    t0 = 1700000000 * 10 ** 6
+
+    def snapshot():
+        seg = {"device": 0, "address": 0x1000, "total_size": 512, "stream": 0,
+               "segment_type": "small", "allocated_size": 256, "active_size": 256,
+               "requested_size": 256, "blocks": [
+                   {"size": 256, "requested_size": 256, "address": 0x1000,
+                    "state": "active_allocated", "frames": frames},
+                   {"size": 256, "requested_size": 0, "address": 0x1100, "state": "inactive",
+                    "frames": []}]}
+        trace = [{"action": "segment_alloc", "addr": 0x1000, "size": 512, "stream": 0,
+                  "time_us": t0, "frames": frames},
+                 {"action": "alloc", "addr": 0x1000, "size": 256, "stream": 0,
+                  "time_us": t0 + 1, "frames": frames}]
+        return {"segments": [seg], "device_traces": [trace]}
+
+    def check(name, data, expect, *args):
+        path = os.path.join(tmp, name + ".pickle")
+        with open(path, "wb") as f:
+            f.write(data)
+        r = run([PY, VALIDATE_MV, path, "--empty-start"] + list(args), expect_rc=None)
+        if expect is None:
+            if r.returncode != 0:
+                raise Failed("%s: a valid snapshot was rejected\n%s" % (name, r.describe()))
+        elif r.returncode != 1 or expect not in r.stderr:
+            raise Failed("%s: expected exit 1 with %r\n%s" % (name, expect, r.describe()))
+
+    def mutated(fn):
+        snap = snapshot()
+        fn(snap)
+        return pickle.dumps(snap, protocol=4)
+
+    check("valid", pickle.dumps(snapshot(), protocol=4), None)
+    check("proto1", pickle.dumps(snapshot(), protocol=1), "does not start with PROTO")
+    check("set", mutated(lambda s: s.update(allocator_settings={"x": {1}})),
+          "opcode EMPTY_SET")
+    check("batch", b"\x80\x04](" + b"K\x00" * 1001 + b"e.", "adds 1001 items")
+    check("memo_mix", b"\x80\x04]\x94q\x01.", "MEMOIZE mixed with explicit BINPUT")
+    check("underflow", b"\x80\x04(\x85.", "pops past a MARK")
+    check("no_stop", pickle.dumps(snapshot(), protocol=4)[:-1], "without STOP")
+    check("big_int", mutated(lambda s: s["device_traces"][0][1].update(stream=2 ** 53)),
+          "is not exact as a JavaScript Number")
+    check("category", mutated(lambda s: s["segments"][0].update(category="x")),
+          "has a `category` key")
+    check("surrogate", mutated(lambda s: s["device_traces"][0][0].update(
+        frames=[{"filename": "\ud800", "line": 1, "name": "f"}])), "not valid UTF-8")
+    check("negative", mutated(lambda s: s["device_traces"][0][1].update(size=-1)),
+          "size must be a non-negative int")
+    check("backwards", mutated(lambda s: s["device_traces"][0][1].update(time_us=t0 - 1)),
+          "time_us goes backwards")
+    check("frame_keys", mutated(lambda s: s["device_traces"][0][1].update(
+        frames=[{"filename": "a", "line": 1}])), "must be {filename, line, name}")
+    check("tiling", mutated(lambda s: s["segments"][0]["blocks"][1].update(size=128)),
+          "block sizes do not sum to total_size")
+    check("replay", mutated(lambda s: s["device_traces"][0].append(
+        {"action": "free_completed", "addr": 0x1000, "size": 256, "stream": 0,
+         "time_us": t0 + 2, "frames": frames})), "entry 2 (free_completed 0x1000)")
+
+
 TESTS = {
     "small": test_small, "max_entries": test_max_entries, "device": test_device,
     "window": test_window, "truncated": test_truncated, "errors": test_errors,
     "pickle_encoding": test_pickle_encoding, "large": test_large, "e2e": test_e2e,
+    "validator": test_validator,
 }
 
 

@@ -43,6 +43,10 @@ SEGMENT_KEYS = {"device", "address", "total_size", "stream", "segment_type", "al
 BLOCK_KEYS = {"size", "requested_size", "address", "state", "frames"}
 ENTRY_KEYS = {"action", "addr", "size", "stream", "time_us", "frames"}
 OOM_KEYS = {"action", "device_free", "size", "stream", "time_us", "frames"}
+FRAME_KEYS = {"filename", "line", "name"}
+# The int fields of each entry kind, in a fixed order.
+ENTRY_INTS = tuple(sorted(ENTRY_KEYS - {"action", "frames"}))
+OOM_INTS = tuple(sorted(OOM_KEYS - {"action", "frames"}))
 
 
 class Problems:
@@ -60,60 +64,101 @@ class Problems:
         return self.count > 0
 
 
+def _opcode_table():
+    """Per opcode byte: (name, argument kind, items popped, items pushed).
+
+    Argument kinds: n >= 0 fixed bytes, -1 a 1-byte length then that many
+    bytes, -4 a 4-byte length then that many. Taken from pickletools, so the
+    table cannot drift from Python's own opcode definitions.
+    """
+    table = [None] * 256
+    for op in pickletools.opcodes:
+        n = op.arg.n if op.arg is not None else 0
+        if n < 0:
+            n = {pickletools.TAKEN_FROM_ARGUMENT1: -1,
+                 pickletools.TAKEN_FROM_ARGUMENT4U: -4}.get(n)
+        table[ord(op.code)] = (op.name, n, len(op.stack_before), len(op.stack_after))
+    return table
+
+
+OPCODES = _opcode_table()
+# Those that pop back to the last MARK; the first three leave a new object.
+MARK_CONSUMERS = {"TUPLE", "DICT", "LIST", "APPENDS", "SETITEMS"}
+
+
 def check_opcodes(data, p):
-    """Stream-level checks; returns the declared protocol."""
+    """Stream-level checks; returns the declared protocol.
+
+    A scan of its own rather than pickletools.genops: the 1M-event snapshot
+    is 30M opcodes, and genops builds an object per argument. The stack is
+    simulated as counts (items above the last MARK, and a list of the counts
+    the MARKs hid), which is all the batch and underflow checks need.
+    """
     proto = None
     used_memoize = used_put = False
-    stack = []  # values and MARK sentinels; only depth and batch sizes matter
-    MARK = object()
-    first = True
-    for op, arg, pos in pickletools.genops(data):
-        name = op.name
-        if first:
-            first = False
-            if name != "PROTO":
+    depth, marks = 0, []
+    table = OPCODES
+    i, n = 0, len(data)
+    from_bytes = int.from_bytes
+    while True:
+        if i >= n:
+            p.add("stream ends at byte %d without STOP" % n)
+            break
+        pos = i
+        entry = table[data[i]]
+        if entry is None or entry[0] not in ALLOWED_OPCODES:
+            if pos == 0:
                 p.add("stream does not start with PROTO (protocols 0/1 are rejected)")
-        if name not in ALLOWED_OPCODES:
-            p.add("opcode %s at byte %d is not handled by the browser unpickler" % (name, pos))
+            p.add("opcode %s at byte %d is not handled by the browser unpickler"
+                  % (entry[0] if entry else "0x%02x" % data[i], pos))
             return proto
-        if name == "PROTO":
-            proto = arg
-            if not 2 <= arg <= 4:
-                p.add("protocol %d: the browser accepts 2, 3 or 4" % arg)
-        elif name == "MEMOIZE":
-            used_memoize = True
-        elif name in ("BINPUT", "LONG_BINPUT"):
-            used_put = True
-        if name == "LONG1" and abs(arg) >= JS_SAFE:
-            p.add("LONG1 %d at byte %d is not exact as a JavaScript Number" % (arg, pos))
-        # Stack simulation, enough to measure MARK-delimited batches.
+        name, arg, before, after = entry
+        i += 1
+        if arg > 0:
+            i += arg
+        elif arg == -1:
+            ln = data[i] if i < n else 0
+            i += 1 + ln
+        elif arg == -4:
+            ln = from_bytes(data[i:i + 4], "little")
+            i += 4 + ln
+        if i > n:
+            p.add("%s at byte %d runs past the end of the stream" % (name, pos))
+            return proto
+        if pos == 0 and name != "PROTO":
+            p.add("stream does not start with PROTO (protocols 0/1 are rejected)")
         if name == "MARK":
-            stack.append(MARK)
+            marks.append(depth)
+            depth = 0
             continue
-        if name in ("APPENDS", "SETITEMS", "TUPLE", "DICT", "LIST"):
-            n = 0
-            while stack and stack[-1] is not MARK:
-                stack.pop()
-                n += 1
-            if not stack:
+        if name in MARK_CONSUMERS:
+            if not marks:
                 p.add("%s at byte %d without a MARK" % (name, pos))
                 return proto
-            stack.pop()
-            items = n // 2 if name in ("SETITEMS", "DICT") else n
-            if name in ("APPENDS", "SETITEMS") and items > MAX_BATCH:
+            items = depth // 2 if name == "SETITEMS" or name == "DICT" else depth
+            if (name == "APPENDS" or name == "SETITEMS") and items > MAX_BATCH:
                 p.add("%s at byte %d adds %d items (> %d overflows the browser's call stack)"
                       % (name, pos, items, MAX_BATCH))
-            if name in ("TUPLE", "DICT", "LIST"):
-                stack.append(None)
+            depth = marks.pop() + (1 if name in ("TUPLE", "DICT", "LIST") else 0)
             continue
-        before = len(op.stack_before)
-        after = len(op.stack_after)
-        for _ in range(before):
-            if not stack or stack[-1] is MARK:
-                p.add("%s at byte %d pops past a MARK or an empty stack" % (name, pos))
-                return proto
-            stack.pop()
-        stack.extend([None] * after)
+        if depth < before:
+            p.add("%s at byte %d pops past a MARK or an empty stack" % (name, pos))
+            return proto
+        depth += after - before
+        if name == "STOP":
+            break
+        if name == "PROTO":
+            proto = data[pos + 1]
+            if not 2 <= proto <= 4:
+                p.add("protocol %d: the browser accepts 2, 3 or 4" % proto)
+        elif name == "MEMOIZE":
+            used_memoize = True
+        elif name == "BINPUT" or name == "LONG_BINPUT":
+            used_put = True
+        elif name == "LONG1":
+            v = from_bytes(data[pos + 2:i], "little", signed=True)
+            if abs(v) >= JS_SAFE:
+                p.add("LONG1 %d at byte %d is not exact as a JavaScript Number" % (v, pos))
     if used_memoize and used_put:
         p.add("MEMOIZE mixed with explicit BINPUT/LONG_BINPUT indices")
     if proto is None:
@@ -121,56 +166,107 @@ def check_opcodes(data, p):
     return proto
 
 
+def _where(chain):
+    """The path of a (parent chain, piece) link: pieces are strings or list
+    indices. Built only for a problem: formatting a path for each of the
+    1M-event snapshot's 30M objects cost more than checking them."""
+    parts = []
+    while chain is not None:
+        chain, piece = chain
+        parts.append("[%d]" % piece if isinstance(piece, int) else piece)
+    return "".join(reversed(parts))
+
+
+def _bad_string(o):
+    if o.isascii():
+        return False
+    try:
+        o.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
 def walk_common(obj, path, p):
     """UTF-8, string keys, no `category`, JS-exact ints, everywhere."""
-    todo = [(obj, path)]
+    todo = [(obj, (None, path))]
     seen = set()
+
+    def scalar(v, link):
+        t = type(v)
+        if t is int:
+            if not -JS_SAFE < v < JS_SAFE:
+                p.add("%s: %d is not exact as a JavaScript Number" % (_where(link), v))
+        elif t is str:
+            if _bad_string(v):
+                p.add("%s: string is not valid UTF-8" % _where(link))
+        elif not (v is None or t is bool or t is float):
+            p.add("%s: unexpected type %s" % (_where(link), t.__name__))
+
     while todo:
-        o, where = todo.pop()
-        if isinstance(o, (dict, list)):
-            if id(o) in seen:  # memoized and shared: already checked
-                continue
-            seen.add(id(o))
-        if isinstance(o, dict):
+        o, chain = todo.pop()
+        t = type(o)
+        if t is not dict and t is not list:
+            scalar(o, chain)
+            continue
+        if id(o) in seen:  # memoized and shared: already checked
+            continue
+        seen.add(id(o))
+        if t is dict:
             for k, v in o.items():
-                if not isinstance(k, str):
-                    p.add("%s: non-string key %r" % (where, k))
-                elif k == "category":
-                    p.add("%s: has a `category` key (breaks the viewer)" % where)
-                todo.append((v, where + "." + str(k)))
-                todo.append((k, where + " key"))
-        elif isinstance(o, list):
-            for i, v in enumerate(o):
-                todo.append((v, "%s[%d]" % (where, i)))
-        elif isinstance(o, str):
-            try:
-                o.encode("utf-8")
-            except UnicodeEncodeError:
-                p.add("%s: string is not valid UTF-8" % where)
-        elif isinstance(o, bool) or o is None or isinstance(o, float):
-            pass
-        elif isinstance(o, int):
-            if abs(o) >= JS_SAFE:
-                p.add("%s: %d is not exact as a JavaScript Number" % (where, o))
+                if type(k) is not str:
+                    p.add("%s: non-string key %r" % (_where(chain), k))
+                    scalar(k, (chain, " key"))
+                    todo.append((v, (chain, "." + str(k))))
+                    continue
+                if k == "category":
+                    p.add("%s: has a `category` key (breaks the viewer)" % _where(chain))
+                if not k.isascii() and _bad_string(k):
+                    p.add("%s key: string is not valid UTF-8" % _where(chain))
+                tv = type(v)
+                if tv is dict or tv is list:
+                    todo.append((v, (chain, "." + k)))
+                elif tv is int:
+                    if not -JS_SAFE < v < JS_SAFE:
+                        scalar(v, (chain, "." + k))
+                elif tv is not str or not v.isascii():
+                    scalar(v, (chain, "." + k))
         else:
-            p.add("%s: unexpected type %s" % (where, type(o).__name__))
+            for i, v in enumerate(o):
+                tv = type(v)
+                if tv is dict or tv is list:
+                    todo.append((v, (chain, i)))
+                elif tv is not int or not -JS_SAFE < v < JS_SAFE:
+                    scalar(v, (chain, i))
 
 
 def is_int(v):
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def check_frames(frames, where, p):
-    if not isinstance(frames, list):
-        p.add("%s: frames is not a list" % where)
+def check_frames(frames, where, p, good=None):
+    """`where` is a string or a function giving one (built only for a problem);
+    `good`, a set of ids of frame lists already checked (the exporter shares
+    one list between the entries of a stack)."""
+    if good is not None and id(frames) in good:
         return
+    if not isinstance(frames, list):
+        p.add("%s: frames is not a list" % (where() if callable(where) else where))
+        return
+    ok = True
     for i, f in enumerate(frames):
-        if not isinstance(f, dict) or set(f) != {"filename", "line", "name"}:
-            p.add("%s.frames[%d]: must be {filename, line, name}, got %r" % (where, i, f))
+        if not isinstance(f, dict) or f.keys() != FRAME_KEYS:
+            ok = False
+            p.add("%s.frames[%d]: must be {filename, line, name}, got %r"
+                  % (where() if callable(where) else where, i, f))
             continue
-        if not isinstance(f["filename"], str) or not isinstance(f["name"], str) \
+        if type(f["filename"]) is not str or type(f["name"]) is not str \
                 or not is_int(f["line"]):
-            p.add("%s.frames[%d]: bad field types %r" % (where, i, f))
+            ok = False
+            p.add("%s.frames[%d]: bad field types %r"
+                  % (where() if callable(where) else where, i, f))
+    if ok and good is not None:
+        good.add(id(frames))
 
 
 def check_schema(snap, p):
@@ -196,30 +292,34 @@ def check_schema(snap, p):
             p.add("device_traces[%d] is not a list" % d)
             return False
         last_t = None
+        good_frames = set()
         for i, e in enumerate(tr):
-            where = "device_traces[%d][%d]" % (d, i)
-            if not isinstance(e, dict):
-                p.add("%s: not a dict" % where)
+            def where(d=d, i=i):
+                return "device_traces[%d][%d]" % (d, i)
+            if type(e) is not dict:
+                p.add("%s: not a dict" % where())
                 continue
             a = e.get("action")
             if a not in ACTIONS:
-                p.add("%s: bad action %r" % (where, a))
+                p.add("%s: bad action %r" % (where(), a))
                 continue
-            want = OOM_KEYS if a == "oom" else ENTRY_KEYS
-            if set(e) != want:
-                p.add("%s: keys %s, expected %s" % (where, sorted(e), sorted(want)))
+            want, ints = (OOM_KEYS, OOM_INTS) if a == "oom" else (ENTRY_KEYS, ENTRY_INTS)
+            if e.keys() != want:
+                p.add("%s: keys %s, expected %s" % (where(), sorted(e), sorted(want)))
                 continue
-            for k in want - {"action", "frames"}:
-                if not is_int(e[k]) or e[k] < 0:
-                    p.add("%s: %s must be a non-negative int, got %r" % (where, k, e[k]))
-            check_frames(e["frames"], where, p)
-            if is_int(e["time_us"]):
-                if last_t is not None and e["time_us"] < last_t:
-                    p.add("%s: time_us goes backwards" % where)
-                last_t = e["time_us"]
+            for k in ints:
+                v = e[k]
+                if type(v) is not int or v < 0:
+                    p.add("%s: %s must be a non-negative int, got %r" % (where(), k, v))
+            check_frames(e["frames"], where, p, good_frames)
+            t = e["time_us"]
+            if type(t) is int:
+                if last_t is not None and t < last_t:
+                    p.add("%s: time_us goes backwards" % where())
+                last_t = t
                 # Epoch microseconds: 2001..2100, else the viewer shows odd dates.
-                if not 978307200 * 10 ** 6 <= e["time_us"] <= 4102444800 * 10 ** 6:
-                    p.add("%s: time_us %d is not epoch microseconds" % (where, e["time_us"]))
+                if not 978307200 * 10 ** 6 <= t <= 4102444800 * 10 ** 6:
+                    p.add("%s: time_us %d is not epoch microseconds" % (where(), t))
     for i, s in enumerate(segs):
         where = "segments[%d]" % i
         if not isinstance(s, dict) or not SEGMENT_KEYS <= set(s) \
@@ -316,6 +416,9 @@ class Intervals:
 
 def replay_device(d, trace, final, empty_start, p):
     where = "device %d" % d
+
+    def w(i, e):  # only for a problem: 4M formats cost more than the replay
+        return "%s entry %d (%s 0x%x)" % (where, i, e["action"], e.get("addr") or 0)
     # Backwards from the final state: what must have been live before entry i.
     segs, blocks = Intervals(), Intervals()
     for s in final:
@@ -326,30 +429,29 @@ def replay_device(d, trace, final, empty_start, p):
     for i in range(len(trace) - 1, -1, -1):
         e = trace[i]
         a, addr, size = e["action"], e.get("addr"), e["size"]
-        w = "%s entry %d (%s 0x%x)" % (where, i, a, addr or 0)
         if a == "segment_free":
             if addr in segs:
-                p.add("%s: segment is live after being freed" % w)
+                p.add("%s: segment is live after being freed" % w(i, e))
                 return
             segs.add(addr, size)
         elif a == "free_completed":
             if addr in blocks:
-                p.add("%s: block is live after free_completed" % w)
+                p.add("%s: block is live after free_completed" % w(i, e))
                 return
             blocks.add(addr, size, "active_pending_free")
         elif a == "free_requested":
             if blocks.state.get(addr) != "active_pending_free":
-                p.add("%s: no pending-free block after free_requested" % w)
+                p.add("%s: no pending-free block after free_requested" % w(i, e))
                 return
             blocks.state[addr] = "active_allocated"
         elif a == "alloc":
             if blocks.state.get(addr) != "active_allocated" or blocks.size[addr] != size:
-                p.add("%s: block not live (or of another size) after its alloc" % w)
+                p.add("%s: block not live (or of another size) after its alloc" % w(i, e))
                 return
             blocks.remove(addr)
         elif a == "segment_alloc":
             if segs.size.get(addr) != size:
-                p.add("%s: segment not live (or of another size) after segment_alloc" % w)
+                p.add("%s: segment not live (or of another size) after segment_alloc" % w(i, e))
                 return
             segs.remove(addr)
     if empty_start and (len(segs) or len(blocks)):
@@ -362,47 +464,46 @@ def replay_device(d, trace, final, empty_start, p):
             return
     for i, e in enumerate(trace):
         a, addr, size = e["action"], e.get("addr"), e["size"]
-        w = "%s entry %d (%s 0x%x)" % (where, i, a, addr or 0)
         if a == "segment_alloc":
             o = segs.overlapping(addr, size)
             if o is not None:
-                p.add("%s: overlaps live segment 0x%x" % (w, o))
+                p.add("%s: overlaps live segment 0x%x" % (w(i, e), o))
                 return
             segs.add(addr, size)
         elif a == "alloc":
             if segs.containing(addr, size) is None:
-                p.add("%s: block outside every live segment" % w)
+                p.add("%s: block outside every live segment" % w(i, e))
                 return
             o = blocks.overlapping(addr, size)
             if o is not None:
-                p.add("%s: overlaps live block 0x%x" % (w, o))
+                p.add("%s: overlaps live block 0x%x" % (w(i, e), o))
                 return
             blocks.add(addr, size, "active_allocated")
         elif a == "free_requested":
             if blocks.state.get(addr) != "active_allocated" or blocks.size[addr] != size:
-                p.add("%s: no such allocated block" % w)
+                p.add("%s: no such allocated block" % w(i, e))
                 return
             blocks.state[addr] = "active_pending_free"
         elif a == "free_completed":
             if addr not in blocks:
-                p.add("%s: no such block" % w)
+                p.add("%s: no such block" % w(i, e))
                 return
             blocks.remove(addr)
         elif a == "segment_free":
             if segs.size.get(addr) != size:
-                p.add("%s: no such segment" % w)
+                p.add("%s: no such segment" % w(i, e))
                 return
             o = blocks.overlapping(addr, size)
             if o is not None:
-                p.add("%s: live block 0x%x inside the freed segment" % (w, o))
+                p.add("%s: live block 0x%x inside the freed segment" % (w(i, e), o))
                 return
             segs.remove(addr)
         elif a == "snapshot":
             # A torchseal_mark() label: the viewer lists it, no state changes.
             if addr != 0 or size != 0 or len(e["frames"]) != 1:
-                p.add("%s: a mark has address 0, size 0 and one frame (its label)" % w)
+                p.add("%s: a mark has address 0, size 0 and one frame (its label)" % w(i, e))
         elif a in ("segment_map", "segment_unmap"):
-            p.add("%s: torchseal never writes this action" % w)
+            p.add("%s: torchseal never writes this action" % w(i, e))
     want_segs = {s["address"]: s["total_size"] for s in final}
     want_blocks = {b["address"]: [b["size"], b["state"]] for s in final for b in s["blocks"]
                    if b["state"] != "inactive"}
