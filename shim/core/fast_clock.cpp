@@ -17,7 +17,7 @@ namespace clock_detail {
 
 Line g_line;
 std::atomic<int> g_mode{kUnknown};
-std::atomic<uint64_t> g_reanchor_ticks{~0ull};
+__thread ThreadLine t_line __attribute__((tls_model("initial-exec")));
 
 namespace {
 
@@ -68,21 +68,54 @@ uint64_t on_line(uint64_t t, uint64_t atsc, uint64_t ans, uint64_t mult) {
   return ans + static_cast<uint64_t>((static_cast<unsigned __int128>(d) * mult) >> 32);
 }
 
-void publish(uint64_t atsc, uint64_t ans, uint64_t mult) {
+void publish(const ThreadLine &l) {
   uint32_t s = g_line.seq.load(std::memory_order_relaxed);
   g_line.seq.store(s + 1, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
-  g_line.anchor_tsc.store(atsc, std::memory_order_relaxed);
-  g_line.anchor_ns.store(ans, std::memory_order_relaxed);
-  g_line.mult.store(mult, std::memory_order_relaxed);
+  g_line.anchor_tsc.store(l.anchor_tsc, std::memory_order_relaxed);
+  g_line.anchor_ns.store(l.anchor_ns, std::memory_order_relaxed);
+  g_line.mult.store(l.mult, std::memory_order_relaxed);
+  g_line.window.store(l.window, std::memory_order_relaxed);
   g_line.seq.store(s + 2, std::memory_order_release);
+}
+
+// A consistent copy of the shared line, or false while it is being
+// published.
+bool read_line(ThreadLine &c) {
+  uint32_t s0 = g_line.seq.load(std::memory_order_acquire);
+  c.anchor_tsc = g_line.anchor_tsc.load(std::memory_order_relaxed);
+  c.anchor_ns = g_line.anchor_ns.load(std::memory_order_relaxed);
+  c.mult = g_line.mult.load(std::memory_order_relaxed);
+  c.window = g_line.window.load(std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return !(s0 & 1) && g_line.seq.load(std::memory_order_relaxed) == s0;
 }
 
 // A new line through (t, ns) with `rate` ns per tick, due again in
 // kReanchorNs.
 void set_line(uint64_t t, uint64_t ns, double rate) {
-  publish(t, ns, static_cast<uint64_t>(rate * 4294967296.0));
-  g_reanchor_ticks.store(static_cast<uint64_t>(kReanchorNs / rate), std::memory_order_relaxed);
+  publish(ThreadLine{t, ns, static_cast<uint64_t>(rate * 4294967296.0),
+                     static_cast<uint64_t>(kReanchorNs / rate)});
+}
+
+// Set while this thread writes its copy: a signal handler's stamp in
+// between must not write it too (the two writes would interleave into a
+// copy of neither line).
+__thread bool t_copying __attribute__((tls_model("initial-exec")));
+
+void copy_line(const ThreadLine &l) {
+  if (t_copying) return;
+  t_copying = true;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  t_line.window = 0;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  t_line.anchor_tsc = l.anchor_tsc;
+  t_line.anchor_ns = l.anchor_ns;
+  t_line.mult = l.mult;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  t_line.window = l.window;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  t_copying = false;
 }
 
 // Re-anchors the line if it is due, under g_updating (so the line read
@@ -95,7 +128,7 @@ __attribute__((noinline)) bool maybe_reanchor() {
   uint64_t mult = g_line.mult.load(std::memory_order_relaxed);
   uint64_t ns = mono_ns();
   uint64_t t = ticks();
-  if (t - atsc > g_reanchor_ticks.load(std::memory_order_relaxed)) {
+  if (t - atsc > g_line.window.load(std::memory_order_relaxed)) {
     double rate = static_cast<double>(ns - g_base_ns) / static_cast<double>(t - g_base_tsc);
     uint64_t here = on_line(t, atsc, ans, mult);
     double bend = static_cast<double>(static_cast<int64_t>(ns - here)) / kReanchorNs;
@@ -149,13 +182,17 @@ uint64_t now_ns_slow() {
   // Bounded: a signal handler may have interrupted this very thread in the
   // middle of publish(), and that publish will not finish before we return.
   for (int tries = 0; tries < 64; ++tries) {
-    LineCopy l;
+    ThreadLine l;
     if (!read_line(l)) continue;
     uint64_t t = ticks();
-    // Someone else re-anchoring (or the thread this signal handler
-    // interrupted): the current line is still good for a while.
-    if (t - l.anchor_tsc > g_reanchor_ticks.load(std::memory_order_relaxed) && maybe_reanchor())
-      continue;  // read the new line
+    if (t - l.anchor_tsc > l.window) {
+      if (maybe_reanchor()) continue;  // read the new line
+      // Someone else re-anchoring (or the thread this signal handler
+      // interrupted): the current line is still good for a while, but not
+      // to be copied past its window.
+      return on_line(t, l.anchor_tsc, l.anchor_ns, l.mult);
+    }
+    copy_line(l);
     return on_line(t, l.anchor_tsc, l.anchor_ns, l.mult);
   }
   return mono_ns();

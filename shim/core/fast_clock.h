@@ -22,31 +22,29 @@ namespace torchseal {
 
 namespace clock_detail {
 enum : int { kUnknown = 0, kCalibrating = 1, kTsc = 2, kSyscall = 3 };
-// The line ns = anchor_ns + (tsc - anchor_tsc) * mult / 2^32, published
-// under a sequence count.
+// The line ns = anchor_ns + (tsc - anchor_tsc) * mult / 2^32, good for
+// `window` ticks past its anchor, published under a sequence count.
 struct Line {
   std::atomic<uint32_t> seq{0};
-  std::atomic<uint64_t> anchor_tsc{0}, anchor_ns{0}, mult{0};
+  std::atomic<uint64_t> anchor_tsc{0}, anchor_ns{0}, mult{0}, window{0};
 };
 extern Line g_line;
 extern std::atomic<int> g_mode;
-extern std::atomic<uint64_t> g_reanchor_ticks;
-// Everything but a plain read of a settled line: calibration, the syscall
-// clock, a line being published, a re-anchor that is due.
-uint64_t now_ns_slow();
 
-struct LineCopy {
-  uint64_t anchor_tsc, anchor_ns, mult;
+// Each thread reads the line it last copied: its words sit in the thread's
+// own block, with no sequence to check (the shared line cost five loads and
+// two checks a stamp; bench/RESULTS.md). The copy is as good as the shared
+// line: a line is only ever replaced by one anchored past its window, so a
+// tick inside a copy's window maps as the shared line mapped it. window == 0:
+// no copy yet (or one being written).
+struct ThreadLine {
+  uint64_t anchor_tsc, anchor_ns, mult, window;
 };
-// A consistent copy of the line, or false while it is being published.
-inline bool read_line(LineCopy &c) {
-  uint32_t s0 = g_line.seq.load(std::memory_order_acquire);
-  c.anchor_tsc = g_line.anchor_tsc.load(std::memory_order_relaxed);
-  c.anchor_ns = g_line.anchor_ns.load(std::memory_order_relaxed);
-  c.mult = g_line.mult.load(std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_acquire);
-  return !(s0 & 1) && g_line.seq.load(std::memory_order_relaxed) == s0;
-}
+extern __thread ThreadLine t_line __attribute__((tls_model("initial-exec")));
+
+// Everything but a stamp inside this thread's copy: calibration, the syscall
+// clock, the copy (re)made, a re-anchor that is due.
+uint64_t now_ns_slow();
 }  // namespace clock_detail
 
 // Inline, with every rare case out of line: the caller keeps its registers
@@ -54,14 +52,11 @@ inline bool read_line(LineCopy &c) {
 inline uint64_t now_ns() {
 #if defined(__x86_64__)
   using namespace clock_detail;
-  LineCopy l;
-  if (g_mode.load(std::memory_order_acquire) == kTsc && read_line(l)) {
-    // Unsigned: a TSC behind the anchor (another CPU's) is "due" too.
-    uint64_t d = __rdtsc() - l.anchor_tsc;
-    if (d <= g_reanchor_ticks.load(std::memory_order_relaxed))
-      return l.anchor_ns +
-             static_cast<uint64_t>((static_cast<unsigned __int128>(d) * l.mult) >> 32);
-  }
+  // Unsigned: a TSC behind the anchor (another CPU's) is outside too.
+  uint64_t d = __rdtsc() - t_line.anchor_tsc;
+  if (d <= t_line.window)
+    return t_line.anchor_ns +
+           static_cast<uint64_t>((static_cast<unsigned __int128>(d) * t_line.mult) >> 32);
 #endif
   return clock_detail::now_ns_slow();
 }

@@ -1,7 +1,11 @@
 // The shim's event clock (shim/core/fast_clock.h) against CLOCK_MONOTONIC.
+#include <pthread.h>
+#include <signal.h>
 #include <time.h>
 
 #include <catch2/catch.hpp>
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <thread>
 #include <vector>
@@ -60,4 +64,68 @@ TEST_CASE("threads read one clock") {
     });
   for (auto &t : ts) t.join();
   for (int64_t w : worst) CHECK(w < 200'000);
+}
+
+// Each thread stamps from its own copy of the line: a copy made before
+// re-anchors it slept through must not be used past its window.
+TEST_CASE("a thread asleep across re-anchors stamps on the current line") {
+  std::thread([] {
+    uint64_t first = torchseal::now_ns();
+    std::this_thread::sleep_for(std::chrono::milliseconds(600));  // two re-anchors
+    uint64_t before = mono();
+    uint64_t t = torchseal::now_ns();
+    uint64_t after = mono();
+    CHECK(t > first);
+    CHECK(gap(before, t) < 200'000);
+    CHECK(gap(t, after) < 200'000);
+  }).join();
+}
+
+namespace {
+std::atomic<int64_t> g_handler_worst{0};
+std::atomic<uint64_t> g_handler_stamps{0};
+void stamp_in_handler(int) {
+  uint64_t before = mono();
+  uint64_t t = torchseal::now_ns();
+  uint64_t after = mono();
+  int64_t off = t < before ? gap(before, t) : (t > after ? gap(t, after) : 0);
+  if (off > g_handler_worst.load()) g_handler_worst.store(off);
+  g_handler_stamps.fetch_add(1);
+}
+}  // namespace
+
+// A signal handler's stamp may land inside the interrupted thread's own
+// stamp, while it copies the line: both must stay on the line.
+TEST_CASE("stamps from a signal handler interrupting stamps") {
+  struct sigaction sa{}, old{};
+  sa.sa_handler = stamp_in_handler;
+  sigemptyset(&sa.sa_mask);
+  REQUIRE(sigaction(SIGUSR1, &sa, &old) == 0);
+  pthread_t self = pthread_self();
+  std::atomic<bool> done{false};
+  std::thread kicker([&] {
+    while (!done.load()) {
+      pthread_kill(self, SIGUSR1);
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  });
+  uint64_t end = mono() + 600'000'000ull;  // across two re-anchors
+  uint64_t prev = 0;
+  int64_t worst = 0;
+  while (mono() < end) {
+    uint64_t before = mono();
+    uint64_t t = torchseal::now_ns();
+    uint64_t after = mono();
+    REQUIRE(t >= prev);
+    prev = t;
+    int64_t off = t < before ? gap(before, t) : (t > after ? gap(t, after) : 0);
+    if (off > worst) worst = off;
+  }
+  done.store(true);
+  kicker.join();
+  sigaction(SIGUSR1, &old, nullptr);
+  INFO("handler stamps " << g_handler_stamps.load());
+  CHECK(g_handler_stamps.load() > 100);
+  CHECK(worst < 200'000);
+  CHECK(g_handler_worst.load() < 200'000);
 }
