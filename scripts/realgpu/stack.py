@@ -24,7 +24,9 @@ class WrongStack(Exception):
 
 
 # Run as `python3 -c PROBE LIBCUDA`: prints one JSON line, the driver's path,
-# CUDA version and device count, or the one-line reason there is no GPU.
+# CUDA version and device count, and the threads the driver started at cuInit
+# and with device 0's primary context current (NVIDIA documents none; simcuda
+# starts none, bench/RESULTS.md), or the one-line reason there is no GPU.
 PROBE = r"""
 import ctypes, json, os, sys
 def say(**kw):
@@ -46,7 +48,11 @@ with open("/proc/self/maps") as maps:
         if os.path.basename(mapped).startswith("libcuda.so"):
             path = mapped
             break
+def threads():
+    return len(os.listdir("/proc/self/task"))
+before = threads()
 rc = cuda.cuInit(0)
+at_init = threads() - before
 if rc != 0:
     say(error="the CUDA driver %s does not start: cuInit returned %d (%s)"
         % (path, rc, error_name(cuda, rc)))
@@ -57,7 +63,14 @@ if rc != 0 or count.value == 0:
         % (path, count.value, rc))
 v = "%d.%d" % (version.value // 1000, version.value % 1000 // 10) \
     if cuda.cuDriverGetVersion(ctypes.byref(version)) == 0 else None
-say(driver=path, version=v, devices=count.value)
+dev, ctx = ctypes.c_int(0), ctypes.c_void_p()
+with_context = None
+if cuda.cuDeviceGet(ctypes.byref(dev), 0) == 0 and \
+        cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) == 0 and \
+        cuda.cuCtxSetCurrent(ctx) == 0:
+    with_context = threads() - before
+say(driver=path, version=v, devices=count.value, threads_at_init=at_init,
+    threads_with_context=with_context)
 """
 
 
@@ -72,6 +85,7 @@ class Stack:
         self.driver = None
         self.driver_version = None
         self.devices = 0
+        self.threads = (None, None)
 
     def env(self, env):
         """`env` with this stack's directories first on LD_LIBRARY_PATH."""
@@ -103,6 +117,7 @@ class Stack:
             raise NoGpu(answer["error"])
         self.driver, self.devices = answer["driver"], answer["devices"]
         self.driver_version = answer["version"]
+        self.threads = (answer.get("threads_at_init"), answer.get("threads_with_context"))
 
     def runtime_of(self, binary, env, forbidden):
         """The libcudart a binary loads under `env` (None if it links none).
@@ -127,4 +142,6 @@ class Stack:
 
     def describe(self):
         version = " (CUDA %s)" % self.driver_version if self.driver_version else ""
-        return "driver %s%s, %d device(s)" % (self.driver, version, self.devices)
+        at_init, with_context = ("?" if t is None else "+%d" % t for t in self.threads)
+        return "driver %s%s, %d device(s), driver threads %s at cuInit, %s with a context" % (
+            self.driver, version, self.devices, at_init, with_context)

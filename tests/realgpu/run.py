@@ -197,6 +197,11 @@ def scenario_agree(check, layout):
                result.stdout.startswith("real-gpu: driver %s" % os.path.join(SIMCUDA, "libcuda.so.1"))
                and ("compute-sanitizer: " + FAKE) in result.stdout.splitlines()[0],
                result.stdout.splitlines()[:1])
+    # simcuda starts no thread of its own (the real driver does: the line
+    # records how many, for a GPU run to compare).
+    check.true("the first line counts the driver's threads",
+               "driver threads +0 at cuInit, +0 with a context" in result.stdout.splitlines()[0],
+               result.stdout.splitlines()[:1])
     check_table(check, result, names)
     check.true("the last line says all agree",
                result.stdout.rstrip().endswith("%d program(s), all agree" % len(names)))
