@@ -2,7 +2,10 @@
 
 #include <cuda.h>
 
+#include <pthread.h>
+
 #include <atomic>
+#include <new>
 
 #include "cupti_backend/call_owner.h"
 #include "cupti_backend/context_devices.h"
@@ -48,8 +51,32 @@ TS_TLS int t_runtime_depth = 0;
 constexpr int kFreeSlots = 8;
 constexpr uint64_t kSlotTag = 0x7ea1'0000'0000'0000ULL;
 constexpr uint64_t kSlotTagMask = 0xffff'0000'0000'0000ULL;
-TS_TLS FreeToken t_free[kFreeSlots];
+// On the heap, made at the thread's first recorded free: as a thread_local
+// array it was 320 bytes of the shim's static TLS, which `torchseal attach`
+// must find free in a running process (stack_table.cpp).
+struct FreeSlots {
+  FreeToken slot[kFreeSlots];
+};
+TS_TLS FreeSlots *t_free = nullptr;
 TS_TLS int t_free_depth = 0;
+pthread_key_t g_free_key;
+pthread_once_t g_free_once = PTHREAD_ONCE_INIT;
+
+void drop_free_slots(void *p) {
+  t_free = nullptr;
+  t_free_depth = 0;
+  delete static_cast<FreeSlots *>(p);
+}
+void make_free_key() { pthread_key_create(&g_free_key, drop_free_slots); }
+
+FreeSlots *free_slots() {
+  if (t_free) return t_free;
+  auto *f = new (std::nothrow) FreeSlots;
+  if (!f) return nullptr;
+  pthread_once(&g_free_once, make_free_key);
+  pthread_setspecific(g_free_key, f);
+  return t_free = f;
+}
 
 struct BusyScope {
   BusyScope() { t_busy = true; }
@@ -128,7 +155,9 @@ void on_free_enter(ApiId drv, const CUpti_CallbackData *cb) {
   mark_recorded();
   FreeToken tok = record_free(a);
   if (!tok.known || !cb->correlationData || t_free_depth >= kFreeSlots) return;
-  t_free[t_free_depth] = tok;
+  FreeSlots *slots = free_slots();
+  if (!slots) return;  // as with every slot taken: the free cannot be undone
+  slots->slot[t_free_depth] = tok;
   *cb->correlationData = kSlotTag | static_cast<uint64_t>(t_free_depth + 1);
   ++t_free_depth;
 }
@@ -139,8 +168,8 @@ void on_free_exit(const CUpti_CallbackData *cb, CUresult rc) {
   if ((v & kSlotTagMask) != kSlotTag) return;
   int idx = static_cast<int>(v & 0xffff) - 1;
   *cb->correlationData = 0;
-  if (idx < 0 || idx >= t_free_depth) return;  // stale: the stack was unwound
-  free_returned(t_free[idx], result_of(rc));
+  if (idx < 0 || idx >= t_free_depth || !t_free) return;  // stale: the stack was unwound
+  free_returned(t_free->slot[idx], result_of(rc));
   // Pops this slot and any a missing exit left above it.
   t_free_depth = idx;
 }

@@ -2,8 +2,11 @@
 
 #include "shim/core/ip_hash.h"
 
+#include <pthread.h>
+
 #include <atomic>
 #include <cstring>
+#include <new>
 
 namespace torchseal {
 
@@ -17,7 +20,31 @@ struct CacheEntry {
   uint32_t generation;
 };
 std::atomic<uint32_t> g_generations{0};
-thread_local CacheEntry t_cache[kCacheSize] __attribute__((tls_model("initial-exec")));
+// On the heap, made at the thread's first miss: as a thread_local array the
+// cache was 1 KiB of the shim's static TLS, and `torchseal attach` dlopens
+// the shim into processes whose glibc has only its surplus left for it
+// (under 1.6 KiB once torch is imported; docs/attach.md).
+struct Cache {
+  CacheEntry e[kCacheSize];
+};
+thread_local Cache *t_cache __attribute__((tls_model("initial-exec"))) = nullptr;
+pthread_key_t g_cache_key;
+pthread_once_t g_cache_once = PTHREAD_ONCE_INIT;
+
+void free_cache(void *p) {
+  t_cache = nullptr;
+  delete static_cast<Cache *>(p);
+}
+void make_cache_key() { pthread_key_create(&g_cache_key, free_cache); }
+
+Cache *make_cache() {
+  auto *c = new (std::nothrow) Cache{};  // zeroed: generation 0 matches no table
+  if (!c) return nullptr;
+  pthread_once(&g_cache_once, make_cache_key);
+  pthread_setspecific(g_cache_key, c);
+  t_cache = c;
+  return c;
+}
 
 StackId make_id(uint32_t shard, uint32_t local) {
   return ((local << StackTable::kShardBits) | shard) + 1;
@@ -48,8 +75,10 @@ StackId StackTable::intern(const uint64_t *ips, int n) {
 // instructions when it hit).
 StackId StackTable::intern(const uint64_t *ips, int n, uint64_t h) {
   if (n <= 0) return 0;
-  const CacheEntry &c = t_cache[(h >> 20) & (kCacheSize - 1)];
-  if (c.hash == h && c.generation == generation_) return c.id;
+  if (const Cache *cache = t_cache) {
+    const CacheEntry &c = cache->e[(h >> 20) & (kCacheSize - 1)];
+    if (c.hash == h && c.generation == generation_) return c.id;
+  }
   return find_or_add(ips, n, h);
 }
 
@@ -82,10 +111,12 @@ __attribute__((noinline)) StackId StackTable::find_or_add(const uint64_t *ips, i
       i = (i + 1) & mask;
     }
   }
-  CacheEntry &c = t_cache[(h >> 20) & (kCacheSize - 1)];
-  c.hash = h;
-  c.id = id;
-  c.generation = generation_;
+  if (Cache *cache = t_cache ? t_cache : make_cache()) {
+    CacheEntry &c = cache->e[(h >> 20) & (kCacheSize - 1)];
+    c.hash = h;
+    c.id = id;
+    c.generation = generation_;
+  }
   return id;
 }
 
