@@ -70,7 +70,12 @@ TEST_CASE("threads read one clock") {
 // re-anchors it slept through must not be used past its window.
 TEST_CASE("a thread asleep across re-anchors stamps on the current line") {
   std::thread([] {
+    using torchseal::clock_detail::t_line;
+    // Past calibration (10 ms), so that this thread holds a copy.
     uint64_t first = torchseal::now_ns();
+    for (uint64_t end = mono() + 100'000'000; !t_line.window && mono() < end;)
+      first = torchseal::now_ns();
+    const auto old = t_line;
     std::this_thread::sleep_for(std::chrono::milliseconds(600));  // two re-anchors
     uint64_t before = mono();
     uint64_t t = torchseal::now_ns();
@@ -78,6 +83,13 @@ TEST_CASE("a thread asleep across re-anchors stamps on the current line") {
     CHECK(t > first);
     CHECK(gap(before, t) < 200'000);
     CHECK(gap(t, after) < 200'000);
+    if (torchseal::clock_uses_tsc()) {
+      // The old copy's window had passed: the stamp came from a copy made
+      // now, of a line anchored past the old one's window.
+      CHECK(old.window != 0);
+      CHECK(t_line.anchor_tsc > old.anchor_tsc + old.window);
+      CHECK(__rdtsc() - t_line.anchor_tsc <= t_line.window);
+    }
   }).join();
 }
 
