@@ -189,7 +189,7 @@ def _bad_string(o):
 
 def walk_common(obj, path, p):
     """UTF-8, string keys, no `category`, JS-exact ints, everywhere."""
-    todo = [(obj, (None, path))]
+    pending = [(obj, (None, path))]
     seen = set()
 
     def scalar(v, link):
@@ -203,8 +203,8 @@ def walk_common(obj, path, p):
         elif not (v is None or t is bool or t is float):
             p.add("%s: unexpected type %s" % (_where(link), t.__name__))
 
-    while todo:
-        o, chain = todo.pop()
+    while pending:
+        o, chain = pending.pop()
         t = type(o)
         if t is not dict and t is not list:
             scalar(o, chain)
@@ -217,7 +217,7 @@ def walk_common(obj, path, p):
                 if type(k) is not str:
                     p.add("%s: non-string key %r" % (_where(chain), k))
                     scalar(k, (chain, " key"))
-                    todo.append((v, (chain, "." + str(k))))
+                    pending.append((v, (chain, "." + str(k))))
                     continue
                 if k == "category":
                     p.add("%s: has a `category` key (breaks the viewer)" % _where(chain))
@@ -225,7 +225,7 @@ def walk_common(obj, path, p):
                     p.add("%s key: string is not valid UTF-8" % _where(chain))
                 tv = type(v)
                 if tv is dict or tv is list:
-                    todo.append((v, (chain, "." + k)))
+                    pending.append((v, (chain, "." + k)))
                 elif tv is int:
                     if not -JS_SAFE < v < JS_SAFE:
                         scalar(v, (chain, "." + k))
@@ -235,7 +235,7 @@ def walk_common(obj, path, p):
             for i, v in enumerate(o):
                 tv = type(v)
                 if tv is dict or tv is list:
-                    todo.append((v, (chain, i)))
+                    pending.append((v, (chain, i)))
                 elif tv is not int or not -JS_SAFE < v < JS_SAFE:
                     scalar(v, (chain, i))
 
