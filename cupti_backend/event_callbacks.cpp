@@ -2,10 +2,7 @@
 
 #include <cuda.h>
 
-#include <pthread.h>
-
 #include <atomic>
-#include <new>
 
 #include "cupti_backend/call_owner.h"
 #include "cupti_backend/context_devices.h"
@@ -14,6 +11,7 @@
 #include "shim/core/context_id.h"
 #include "shim/core/driver_api.h"
 #include "shim/core/record_call.h"
+#include "shim/core/thread_heap.h"
 
 namespace torchseal {
 // The shim's lifecycle: the first event recorded in a process (a forked child
@@ -51,32 +49,13 @@ TS_TLS int t_runtime_depth = 0;
 constexpr int kFreeSlots = 8;
 constexpr uint64_t kSlotTag = 0x7ea1'0000'0000'0000ULL;
 constexpr uint64_t kSlotTagMask = 0xffff'0000'0000'0000ULL;
-// On the heap, made at the thread's first recorded free: as a thread_local
-// array it was 320 bytes of the shim's static TLS, which `torchseal attach`
-// must find free in a running process (stack_table.cpp).
+// Per thread, on the heap (shim/core/thread_heap.h), with their depth: a
+// thread's exit frees both.
 struct FreeSlots {
   FreeToken slot[kFreeSlots];
+  int depth = 0;
 };
-TS_TLS FreeSlots *t_free = nullptr;
-TS_TLS int t_free_depth = 0;
-pthread_key_t g_free_key;
-pthread_once_t g_free_once = PTHREAD_ONCE_INIT;
-
-void drop_free_slots(void *p) {
-  t_free = nullptr;
-  t_free_depth = 0;
-  delete static_cast<FreeSlots *>(p);
-}
-void make_free_key() { pthread_key_create(&g_free_key, drop_free_slots); }
-
-FreeSlots *free_slots() {
-  if (t_free) return t_free;
-  auto *f = new (std::nothrow) FreeSlots;
-  if (!f) return nullptr;
-  pthread_once(&g_free_once, make_free_key);
-  pthread_setspecific(g_free_key, f);
-  return t_free = f;
-}
+using ThreadFrees = ThreadHeap<FreeSlots>;
 
 struct BusyScope {
   BusyScope() { t_busy = true; }
@@ -154,12 +133,13 @@ void on_free_enter(ApiId drv, const CUpti_CallbackData *cb) {
   if (!ensure_active()) return;
   mark_recorded();
   FreeToken tok = record_free(a);
-  if (!tok.known || !cb->correlationData || t_free_depth >= kFreeSlots) return;
-  FreeSlots *slots = free_slots();
-  if (!slots) return;  // as with every slot taken: the free cannot be undone
-  slots->slot[t_free_depth] = tok;
-  *cb->correlationData = kSlotTag | static_cast<uint64_t>(t_free_depth + 1);
-  ++t_free_depth;
+  if (!tok.known || !cb->correlationData) return;
+  FreeSlots *f = ThreadFrees::get_or_make();
+  // Without a slot (all taken, or no memory) the free cannot be undone.
+  if (!f || f->depth >= kFreeSlots) return;
+  f->slot[f->depth] = tok;
+  *cb->correlationData = kSlotTag | static_cast<uint64_t>(f->depth + 1);
+  ++f->depth;
 }
 
 void on_free_exit(const CUpti_CallbackData *cb, CUresult rc) {
@@ -168,10 +148,11 @@ void on_free_exit(const CUpti_CallbackData *cb, CUresult rc) {
   if ((v & kSlotTagMask) != kSlotTag) return;
   int idx = static_cast<int>(v & 0xffff) - 1;
   *cb->correlationData = 0;
-  if (idx < 0 || idx >= t_free_depth || !t_free) return;  // stale: the stack was unwound
-  free_returned(t_free->slot[idx], result_of(rc));
+  FreeSlots *f = ThreadFrees::get();
+  if (!f || idx < 0 || idx >= f->depth) return;  // stale: the stack was unwound
+  free_returned(f->slot[idx], result_of(rc));
   // Pops this slot and any a missing exit left above it.
-  t_free_depth = idx;
+  f->depth = idx;
 }
 
 void on_vmm_exit(ApiId drv, const CUpti_CallbackData *cb, CUresult rc) {
@@ -280,7 +261,7 @@ void after_fork_child() {
   owner_after_fork_child();
   g_noted.store(false, std::memory_order_relaxed);
   t_runtime_depth = 0;  // only the forking thread survives, between calls
-  t_free_depth = 0;
+  if (FreeSlots *f = ThreadFrees::get()) f->depth = 0;
 }
 
 void set_delivery(bool open) { g_delivery.store(open, std::memory_order_release); }

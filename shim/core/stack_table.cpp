@@ -1,12 +1,10 @@
 #include "shim/core/stack_table.h"
 
 #include "shim/core/ip_hash.h"
-
-#include <pthread.h>
+#include "shim/core/thread_heap.h"
 
 #include <atomic>
 #include <cstring>
-#include <new>
 
 namespace torchseal {
 
@@ -20,31 +18,11 @@ struct CacheEntry {
   uint32_t generation;
 };
 std::atomic<uint32_t> g_generations{0};
-// On the heap, made at the thread's first miss: as a thread_local array the
-// cache was 1 KiB of the shim's static TLS, and `torchseal attach` dlopens
-// the shim into processes whose glibc has only its surplus left for it
-// (under 1.6 KiB once torch is imported; docs/attach.md).
+// Per thread, on the heap (thread_heap.h): 1 KiB.
 struct Cache {
-  CacheEntry e[kCacheSize];
+  CacheEntry e[kCacheSize];  // zeroed: generation 0 matches no table
 };
-thread_local Cache *t_cache __attribute__((tls_model("initial-exec"))) = nullptr;
-pthread_key_t g_cache_key;
-pthread_once_t g_cache_once = PTHREAD_ONCE_INIT;
-
-void free_cache(void *p) {
-  t_cache = nullptr;
-  delete static_cast<Cache *>(p);
-}
-void make_cache_key() { pthread_key_create(&g_cache_key, free_cache); }
-
-Cache *make_cache() {
-  auto *c = new (std::nothrow) Cache{};  // zeroed: generation 0 matches no table
-  if (!c) return nullptr;
-  pthread_once(&g_cache_once, make_cache_key);
-  pthread_setspecific(g_cache_key, c);
-  t_cache = c;
-  return c;
-}
+using ThreadCache = ThreadHeap<Cache>;
 
 StackId make_id(uint32_t shard, uint32_t local) {
   return ((local << StackTable::kShardBits) | shard) + 1;
@@ -75,7 +53,7 @@ StackId StackTable::intern(const uint64_t *ips, int n) {
 // instructions when it hit).
 StackId StackTable::intern(const uint64_t *ips, int n, uint64_t h) {
   if (n <= 0) return 0;
-  if (const Cache *cache = t_cache) {
+  if (const Cache *cache = ThreadCache::get()) {
     const CacheEntry &c = cache->e[(h >> 20) & (kCacheSize - 1)];
     if (c.hash == h && c.generation == generation_) return c.id;
   }
@@ -111,7 +89,7 @@ __attribute__((noinline)) StackId StackTable::find_or_add(const uint64_t *ips, i
       i = (i + 1) & mask;
     }
   }
-  if (Cache *cache = t_cache ? t_cache : make_cache()) {
+  if (Cache *cache = ThreadCache::get_or_make()) {
     CacheEntry &c = cache->e[(h >> 20) & (kCacheSize - 1)];
     c.hash = h;
     c.id = id;
