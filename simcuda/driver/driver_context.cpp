@@ -61,6 +61,7 @@ void destroy_context(CUctx_st *c)
     registered_release_context_locked(c);
     drop_context_streams_locked(c);
     drop_context_graphs_locked(c);
+    stop_driver_thread(c->events);
     if (c->primary) {
         Device &d = devices_locked()[c->device];
         if (d.default_pool)
@@ -71,6 +72,7 @@ void destroy_context(CUctx_st *c)
 static CUctx_st *new_context_locked(int dev, bool primary)
 {
     auto *c = new CUctx_st{dev, g_next_uid.fetch_add(1), primary, true};
+    c->events = start_driver_thread("cuda-EvtHandlr");
     g_contexts->insert(c);
     return c;
 }
@@ -99,6 +101,7 @@ CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
         } else if (!d.primary->alive) {
             d.primary->alive = true;
             d.primary->uid = g_next_uid.fetch_add(1);
+            d.primary->events = start_driver_thread("cuda-EvtHandlr");
             created = true;
         }
         ++d.primary_refs;

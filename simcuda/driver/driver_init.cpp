@@ -151,8 +151,11 @@ CUresult CUDAAPI cuInit(unsigned int flags)
             else
                 g_init_result = CUDA_ERROR_OUT_OF_MEMORY;
         }
-        if (g_init_result == CUDA_SUCCESS)
+        if (g_init_result == CUDA_SUCCESS) {
+            static DriverThread worker = start_driver_thread("cuda00001400006");
+            (void)worker;
             g_initialized.store(true, std::memory_order_release);
+        }
         first = true;
     });
     // The tool runs after the driver is usable, as with the real driver, and

@@ -13,6 +13,7 @@
 
 #include <cuda.h>
 #include <cupti_callbacks.h>
+#include <sys/types.h>
 #include <cupti_driver_cbid.h>
 #include <generated_cuda_meta.h>
 
@@ -28,6 +29,16 @@
 #include "../immortal.h"
 #include "../simcuda_hooks.h"
 
+namespace simcuda {
+// One of the driver's own threads (driver_threads.cpp), asleep until woken.
+struct DriverThread {
+    int wake_fd = -1;
+    pid_t owner = 0;  // the process that started it
+};
+DriverThread start_driver_thread(const char *name);
+void stop_driver_thread(DriverThread &t);
+}  // namespace simcuda
+
 struct CUctx_st {
     int device;
     std::atomic<uint32_t> uid;  // renewed when a primary context is revived
@@ -35,6 +46,8 @@ struct CUctx_st {
     // Read without the driver mutex by the allocation hot path; cleared
     // under the mutex before a dying context's allocations are freed.
     std::atomic<bool> alive;
+    // The context's event-handler thread, while it is alive.
+    simcuda::DriverThread events;
 };
 
 struct CUgraph_st;

@@ -7,6 +7,8 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 
@@ -307,4 +309,65 @@ TEST_CASE("fork while another thread allocates: the child can use the driver", "
     stop = true;
     busy.join();
     CHECK(hung == 0);
+}
+
+namespace {
+// The process's threads named `name`, once the count has settled (a woken
+// driver thread ends a moment after its context).
+int threads_named(const char *name, int expect)
+{
+    int n = -1;
+    for (int tries = 0; tries < 200; ++tries) {
+        n = 0;
+        for (const auto &entry : std::filesystem::directory_iterator("/proc/self/task")) {
+            std::ifstream comm(entry.path() / "comm");
+            std::string s;
+            std::getline(comm, s);
+            n += s == name;
+        }
+        if (n == expect)
+            break;
+        usleep(5000);
+    }
+    return n;
+}
+}  // namespace
+
+TEST_CASE("the driver's threads: one from cuInit, one per live context", "[driver]")
+{
+    sim_primary_context();
+    CHECK(threads_named("cuda00001400006", 1) == 1);
+    int before = threads_named("cuda-EvtHandlr", 1);
+    CHECK(before >= 1);  // the primary context's, and any other live one's
+    CUcontext made = nullptr;
+    REQUIRE(cuCtxCreate(&made, nullptr, 0, 0) == CUDA_SUCCESS);
+    CHECK(threads_named("cuda-EvtHandlr", before + 1) == before + 1);
+    // A forked child that tears the context down ends no thread of ours.
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(cuCtxDestroy(made) == CUDA_SUCCESS ? 0 : 1);
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+    usleep(20000);
+    CHECK(threads_named("cuda-EvtHandlr", before + 1) == before + 1);
+    REQUIRE(cuCtxDestroy(made) == CUDA_SUCCESS);
+    CHECK(threads_named("cuda-EvtHandlr", before) == before);
+    // Driver threads take no signal meant for the application's threads.
+    for (const auto &entry : std::filesystem::directory_iterator("/proc/self/task")) {
+        std::ifstream comm(entry.path() / "comm");
+        std::string name;
+        std::getline(comm, name);
+        if (name.rfind("cuda", 0) != 0)
+            continue;
+        std::ifstream st(entry.path() / "status");
+        std::string line;
+        while (std::getline(st, line))
+            if (line.rfind("SigBlk:", 0) == 0) {
+                unsigned long long blocked = std::stoull(line.substr(7), nullptr, 16);
+                for (int sig : {SIGINT, SIGTERM, SIGUSR1, SIGUSR2, SIGPROF, SIGCHLD})
+                    CHECK((blocked >> (sig - 1) & 1) == 1);
+            }
+    }
+    REQUIRE(cuCtxSetCurrent(sim_primary_context()) == CUDA_SUCCESS);
 }

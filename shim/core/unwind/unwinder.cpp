@@ -17,6 +17,7 @@
 #include "common/util/log.h"
 #include "shim/core/activation.h"
 #include "shim/core/ip_hash.h"
+#include "shim/core/thread_heap.h"
 #include "shim/core/unwind/frame_rules.h"
 #include "shim/core/unwind/rule_learner.h"
 
@@ -199,28 +200,12 @@ struct MemoPair {
   WalkMemo buf[2];
   int cur = 0;
   uint64_t reused = 0;  // this thread's walks that ended in the memo
+  ~MemoPair() { g_memo_reused.fetch_add(reused, std::memory_order_relaxed); }
 };
-thread_local MemoPair *t_memo __attribute__((tls_model("initial-exec"))) = nullptr;
-thread_local bool t_memo_tried __attribute__((tls_model("initial-exec"))) = false;
+using ThreadMemo = ThreadHeap<MemoPair>;
 // Set while this thread walks: a walk nested in it (a signal handler's) must
 // not touch the buffers the outer one reads.
 thread_local bool t_walking __attribute__((tls_model("initial-exec"))) = false;
-pthread_key_t g_memo_key;
-bool g_memo_key_ok = false;
-
-void free_memo(void *p) {
-  auto *mp = static_cast<MemoPair *>(p);
-  g_memo_reused.fetch_add(mp->reused, std::memory_order_relaxed);
-  delete mp;
-}
-
-MemoPair *memo_for_thread() {
-  if (t_memo || t_memo_tried || !g_memo_key_ok) return t_memo;
-  t_memo_tried = true;
-  t_memo = new (std::nothrow) MemoPair;
-  if (t_memo) pthread_setspecific(g_memo_key, t_memo);
-  return t_memo;
-}
 
 // Frames m.. of `w` still hold: every word their steps loaded is unchanged.
 inline WordPair differs(const WordCheck &c) {
@@ -297,7 +282,7 @@ __attribute__((always_inline)) inline bool first_frame(const uint64_t *fp, Start
 // the common case, pays for none of the walk's setup.
 __attribute__((always_inline)) inline int same_as_last(const Start &s, int max, uint64_t *hash,
                                                        const uint64_t **frames) {
-  MemoPair *mp = t_memo;
+  MemoPair *mp = ThreadMemo::get();
   if (!mp) return -1;
   const WalkMemo &w = mp->buf[mp->cur ^ 1];
   // Reusable whole if it ended by itself within max, or at max exactly.
@@ -338,7 +323,7 @@ __attribute__((noinline)) int walk(const Start &s, uint64_t *out, int max, uint6
                                    bool use_memo) {
   uint64_t ip = s.ip, rsp = s.rsp, rbp = s.rbp, hi = s.hi;
   unwind::RuleTable::Table table = g_rules.table();
-  MemoPair *mp = use_memo ? memo_for_thread() : nullptr;
+  MemoPair *mp = use_memo ? ThreadMemo::get_or_make() : nullptr;
   uint64_t gen = g_memo_gen.load(std::memory_order_relaxed);
   WalkMemo *rec = nullptr, *prev = nullptr;
   if (mp) {
@@ -598,7 +583,6 @@ void check_against_libunwind(const uint64_t *fast, int n, int max) {
 const char *unwinder_init(UnwindMode mode, std::string *why) {
   dl_iterate_phdr(find_self, reinterpret_cast<void *>(&unwinder_init));
   g_mode = mode;
-  g_memo_key_ok = pthread_key_create(&g_memo_key, free_memo) == 0;
   runtime_libs::Opened lib = runtime_libs::open("libunwind.so.8", RTLD_NOW);
   void *h = lib.handle;
   if (h) {
@@ -674,7 +658,8 @@ void unwinder_log_summary() {
         static_cast<unsigned long long>(checked), static_cast<unsigned long long>(bad),
         static_cast<unsigned long long>(fb), static_cast<unsigned long long>(g_learned.load()));
   } else {
-    uint64_t reused = g_memo_reused.load() + (t_memo ? t_memo->reused : 0);
+    const MemoPair *mine = ThreadMemo::get();
+    uint64_t reused = g_memo_reused.load() + (mine ? mine->reused : 0);
     log::info(
         "unwinder: %llu stacks handed to libunwind; %llu frame rules learned; %llu walks "
         "finished from the previous one's frames (this thread's and exited threads')",
