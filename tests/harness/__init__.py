@@ -4,7 +4,7 @@
               load_json()
     process   run() a child with a time limit (optionally a watchdog that
               kills its process group, a umask); Result describes it
-    env       preload() (sanitizer runtimes first), clean_env() without
+    env       preload() (sanitizer runtimes first), sanitized(), clean_env() without
               torchseal settings, with_simcuda(), need() for meson's paths,
               torch_env_dir() (the real-PyTorch venv)
     tseal     a history file's chunks and varints, read without torchseal's
@@ -15,8 +15,9 @@ library only.
 """
 
 from .check import SKIP, Checker, Failed, load_json, skip
-from .env import clean_env, interpreter_env, need, preload, torch_env_dir, with_simcuda
+from .env import (clean_env, interpreter_env, need, preload, sanitized, torch_env_dir,
+                  with_simcuda)
 from .process import Result, run, tail
 
 __all__ = ["SKIP", "Checker", "Failed", "load_json", "skip", "clean_env", "need", "preload",
-           "torch_env_dir", "with_simcuda", "Result", "run", "tail"]
+           "sanitized", "torch_env_dir", "with_simcuda", "Result", "run", "tail"]
