@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "report/render/html_escape.h"
+#include "report/render/roles_text.h"
 
 namespace torchseal {
 
@@ -100,6 +101,7 @@ std::string roles_html(const Report &r) {
                                           : std::string()));
   if (!r.roles.roles.empty()) h += split_bar(r.roles, "At this report's scan (" + r.roles.at + ")");
   if (!r.role_steps.empty()) h += "<p>Per step scan:</p>\n" + step_bars(r.role_steps);
+  if (r.trigger == "stop") h += "<p>" + html_escape(kRolesSinceStart) + "</p>\n";
   return h;
 }
 

@@ -289,6 +289,8 @@ std::string report_to_text(const Report &r) {
   out += hints_section(r);
   out += role_table(r.roles, r.trigger == "exit" ? "at the exit scan" : "at the report's scan");
   out += role_table(r.peak_roles, "at the highest live total scanned");
+  if (r.trigger == "stop" && !(r.roles.roles.empty() && r.peak_roles.roles.empty()))
+    out += std::string("  ") + kRolesSinceStart + "\n";
 
   for (const InvalidFreeEntry &f : r.invalid_frees) {
     out += format("\nInvalid free: %s of 0x%" PRIx64 ", which is not a live allocation, from:\n",

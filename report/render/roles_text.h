@@ -17,4 +17,11 @@ std::string oom_role_lead(const OomEntry &oom);
 // without a split.
 std::string role_table(const RoleSplit &split, const std::string &title);
 
+// What an interval report's split (trigger "stop": torchseal.start() or an
+// attach) leaves out, said under it in text and HTML: the shim knows the
+// memory of the tracked time only.
+inline constexpr const char *kRolesSinceStart =
+    "The split counts the memory allocated since tracking started (torchseal.start() or the "
+    "attach); memory from before it is not in it.";
+
 }  // namespace torchseal

@@ -161,6 +161,22 @@ TEST_CASE("a snapshot splits the live set by role and adds up", "[roles]") {
     std::string text = report_to_text(r);
     CHECK(text.find("Memory by role at the report's scan (step 3), 8.0 MiB live:") !=
           std::string::npos);
+    CHECK(text.find("memory from before it is not in it") == std::string::npos);
+  }
+  SECTION("an interval report says its split leaves out the memory from before it") {
+    r.trigger = "stop";
+    std::string text = report_to_text(r);
+    CHECK(text.find("  The split counts the memory allocated since tracking started "
+                    "(torchseal.start() or the attach); memory from before it is not in it.\n") !=
+          std::string::npos);
+    HtmlReportInput hin;
+    hin.report = &r;
+    hin.no_timeline = "no history";
+    CHECK(render_html_report(hin).find("memory from before it is not in it.</p>") !=
+          std::string::npos);
+    r.roles = RoleSplit{};
+    r.peak_roles = RoleSplit{};
+    CHECK(report_to_text(r).find("memory from before it is not in it") == std::string::npos);
   }
 }
 
