@@ -69,10 +69,23 @@ void destroy_context(CUctx_st *c)
     }
 }
 
+// A context that came alive gets its event-handler thread, started outside
+// the driver lock (pthread_create may wait on the dynamic loader, which may
+// be running a constructor that calls CUDA). A context destroyed, or revived
+// with a thread of its own, in between keeps none.
+static void start_events_thread(CUctx_st *c)
+{
+    DriverThread t = start_driver_thread("cuda-EvtHandlr");
+    Lock lock(driver_mutex());
+    if (c->alive.load(std::memory_order_relaxed) && c->events.wake_fd < 0)
+        c->events = t;
+    else
+        stop_driver_thread(t);
+}
+
 static CUctx_st *new_context_locked(int dev, bool primary)
 {
     auto *c = new CUctx_st{dev, g_next_uid.fetch_add(1), primary, true};
-    c->events = start_driver_thread("cuda-EvtHandlr");
     g_contexts->insert(c);
     return c;
 }
@@ -101,14 +114,15 @@ CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
         } else if (!d.primary->alive) {
             d.primary->alive = true;
             d.primary->uid = g_next_uid.fetch_add(1);
-            d.primary->events = start_driver_thread("cuda-EvtHandlr");
             created = true;
         }
         ++d.primary_refs;
         c = d.primary;
     }
-    if (created)
+    if (created) {
+        start_events_thread(c);
         emit_resource(CUPTI_CBID_RESOURCE_CONTEXT_CREATED, c);
+    }
     *pctx = c;
     return CUDA_SUCCESS;
 }
@@ -186,6 +200,7 @@ CUresult CUDAAPI cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *, unsigned i
         Lock lock(driver_mutex());
         c = new_context_locked(dev, false);
     }
+    start_events_thread(c);
     emit_resource(CUPTI_CBID_RESOURCE_CONTEXT_CREATED, c);
     t_current = c;  // a new context is made current, like the real driver
     *pctx = c;

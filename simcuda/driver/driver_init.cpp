@@ -152,6 +152,7 @@ CUresult CUDAAPI cuInit(unsigned int flags)
                 g_init_result = CUDA_ERROR_OUT_OF_MEMORY;
         }
         if (g_init_result == CUDA_SUCCESS) {
+            // Outside the driver lock, as every driver thread is started.
             static DriverThread worker = start_driver_thread("cuda00001400006");
             (void)worker;
             g_initialized.store(true, std::memory_order_release);

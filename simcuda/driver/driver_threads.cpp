@@ -7,7 +7,6 @@
 // without a locked instruction) are off there whether or not the tool
 // starts a thread of its own. simcuda's threads only sleep: they run no
 // callbacks and take no lock.
-#include <dlfcn.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -36,19 +35,6 @@ void *sleep_until_woken(void *arg)
     return nullptr;
 }
 
-// A thread's code must outlive it: once a driver thread runs, libcuda stays
-// loaded (a plugin that brought it in may be dlclosed while the thread sleeps).
-void pin_library()
-{
-    static const bool pinned = [] {
-        Dl_info info{};
-        if (dladdr(reinterpret_cast<void *>(&sleep_until_woken), &info) && info.dli_fname)
-            dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
-        return true;
-    }();
-    (void)pinned;
-}
-
 }  // namespace
 
 DriverThread start_driver_thread(const char *name)
@@ -57,7 +43,6 @@ DriverThread start_driver_thread(const char *name)
     int fd = eventfd(0, EFD_CLOEXEC);
     if (fd < 0)
         return t;
-    pin_library();
     // Signals stay with the application's threads: a handler it installs
     // never runs on a thread it does not know.
     sigset_t all, old;
