@@ -132,6 +132,9 @@ struct HolderScan {
 // scan's storages by role and module. The analysis decides what each site's
 // unfound bytes are (free cache, a CUDA library, outside the framework),
 // which needs its stack symbolized: the shim keeps the numbers only.
+// A site whose api is Unknown is no allocation site: the
+// storages Python objects hold in memory allocated before tracking started
+// (an interval's start, an attach), each counted once, all found.
 struct RoleSite {
   StackId stack = 0;
   PyStackId pystack = 0;

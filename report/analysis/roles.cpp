@@ -35,7 +35,7 @@ const char *role_name(MemoryRole r) {
 }
 
 RoleSnapshot role_snapshot(const AnalysisInput &now, const std::string &at, uint64_t step,
-                           uint64_t time_ns) {
+                           uint64_t time_ns, bool before_tracking) {
   RoleSnapshot s;
   s.taken = true;
   s.at = at;
@@ -49,9 +49,24 @@ RoleSnapshot role_snapshot(const AnalysisInput &now, const std::string &at, uint
   std::map<std::tuple<StackId, PyStackId, ApiId, Family>, size_t> site_index;
   std::map<std::pair<MemoryRole, int32_t>, std::pair<uint64_t, uint64_t>> found;
   HolderTotals user;
+  auto count = [&](const HeldStorage &h, uint64_t bytes) {
+    auto &f = found[{h.role, h.module}];
+    f.first += bytes;
+    f.second += 1;
+    if (h.role == MemoryRole::UserHeld) {
+      auto &t = user[h.chain];
+      t.first += bytes;
+      t.second += 1;
+    }
+  };
+  std::vector<bool> placed(before_tracking ? scan.storages.size() : 0);
   for (size_t i = 0; i < now.live.size(); ++i) {
     const LiveAlloc &a = now.live[i];
-    if (a.detected_at != DetectedAt::Exit) continue;  // a teardown's leak: no longer live
+    if (a.detected_at != DetectedAt::Exit) {  // a teardown's leak: no longer live
+      if (before_tracking)
+        for (uint32_t k : held.storages_in(i)) placed[k] = true;  // nor from before tracking
+      continue;
+    }
     auto [it, fresh] =
         site_index.emplace(std::make_tuple(a.stack, a.pystack, a.api, a.family), s.sites.size());
     if (fresh) s.sites.push_back({a.stack, a.pystack, a.api, a.family, 0, 0, 0});
@@ -65,16 +80,22 @@ RoleSnapshot role_snapshot(const AnalysisInput &now, const std::string &at, uint
       // Storages never overlap, so only a damaged scan could pass the block.
       uint64_t bytes = std::min<uint64_t>(h.bytes, a.size - inside);
       inside += bytes;
-      auto &f = found[{h.role, h.module}];
-      f.first += bytes;
-      f.second += 1;
-      if (h.role == MemoryRole::UserHeld) {
-        auto &t = user[h.chain];
-        t.first += bytes;
-        t.second += 1;
-      }
+      count(h, bytes);
+      if (before_tracking) placed[k] = true;
     }
     site.found_bytes += inside;
+  }
+  if (before_tracking) {
+    RoleSite before;  // api Unknown: the site of no allocation (RoleSite)
+    for (size_t k = 0; k < scan.storages.size(); ++k) {
+      if (placed[k]) continue;
+      count(scan.storages[k], scan.storages[k].bytes);
+      before.bytes += scan.storages[k].bytes;
+      before.allocations += 1;
+    }
+    before.found_bytes = before.bytes;
+    s.live_bytes += before.bytes;
+    if (before.allocations) s.sites.push_back(before);
   }
   for (const auto &[key, t] : found) {
     const auto &[role, module] = key;
@@ -117,7 +138,12 @@ RoleSplit split_roles(const RoleSnapshot &snap, const AnalysisInput &in, SiteIds
   uint64_t cached_unfound = 0, cached_found = 0;
   std::unordered_map<uint32_t, size_t> outside_index;
   std::unordered_map<uint32_t, std::pair<LibraryHolding, bool>> site_kind;  // (library, framework)
+  uint64_t found_before = 0;  // tensors from before tracking: PyTorch counts them allocated
   for (const RoleSite &s : snap.sites) {
+    if (s.api == ApiId::Unknown) {
+      found_before += s.found_bytes;
+      continue;
+    }
     uint64_t rest = s.bytes - std::min(s.found_bytes, s.bytes);
     LiveAlloc a;
     a.api = s.api;
@@ -159,8 +185,8 @@ RoleSplit split_roles(const RoleSnapshot &snap, const AnalysisInput &in, SiteIds
   // The cache's unfound bytes: tensors PyTorch counts as allocated that no
   // Python object reached (temporaries in flight), the rest free.
   uint64_t other = 0;
-  if (snap.allocator_stats && snap.torch_allocated > cached_found)
-    other = std::min(snap.torch_allocated - cached_found, cached_unfound);
+  if (snap.allocator_stats && snap.torch_allocated > cached_found + found_before)
+    other = std::min(snap.torch_allocated - cached_found - found_before, cached_unfound);
   entry(out, MemoryRole::OtherTensors).bytes += other;
   entry(out, MemoryRole::FreeCache).bytes += cached_unfound - other;
   RoleEntry &outside = entry(out, MemoryRole::OutsideFramework);

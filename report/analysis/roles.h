@@ -25,8 +25,11 @@ const char *role_name(MemoryRole r);  // "parameters", ..., "outside_framework"
 
 // The live set (now.live, now.vmm_maps) and the scan that just ran
 // (now.holders), as a snapshot taken `at` (step | dump | oom | exit).
+// before_tracking: the live set starts at an interval's start or an attach,
+// so storages in none of its allocations are memory from before it, counted
+// by role in a site of their own (RoleSite's api Unknown).
 RoleSnapshot role_snapshot(const AnalysisInput &now, const std::string &at, uint64_t step,
-                           uint64_t time_ns);
+                           uint64_t time_ns, bool before_tracking = false);
 
 // The report's split of a snapshot: every role in Role order, adding up to
 // its live total. `detail` false gives the totals only (the per-step bars).

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <string_view>
 
 #include <unistd.h>
 
@@ -290,7 +291,11 @@ std::string report_to_text(const Report &r) {
   out += role_table(r.roles, r.trigger == "exit" ? "at the exit scan" : "at the report's scan");
   out += role_table(r.peak_roles, "at the highest live total scanned");
   if (r.trigger == "stop" && !(r.roles.roles.empty() && r.peak_roles.roles.empty()))
-    out += std::string("  ") + kRolesSinceStart + "\n";
+    for (std::string_view rest = kRolesSinceStart; !rest.empty();) {
+      size_t end = std::min(rest.find('\n'), rest.size());
+      out += "  " + std::string(rest.substr(0, end)) + "\n";
+      rest.remove_prefix(std::min(end + 1, rest.size()));
+    }
 
   for (const InvalidFreeEntry &f : r.invalid_frees) {
     out += format("\nInvalid free: %s of 0x%" PRIx64 ", which is not a live allocation, from:\n",

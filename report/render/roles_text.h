@@ -18,10 +18,13 @@ std::string oom_role_lead(const OomEntry &oom);
 std::string role_table(const RoleSplit &split, const std::string &title);
 
 // What an interval report's split (trigger "stop": torchseal.start() or an
-// attach) leaves out, said under it in text and HTML: the shim knows the
-// memory of the tracked time only.
+// attach) counts of the memory from before tracking, said under it in text
+// and HTML: the shim knows the tracked time's allocations only, and the
+// scan finds the tensors Python objects hold in the older ones.
+// Broken into lines for the text report.
 inline constexpr const char *kRolesSinceStart =
-    "The split counts the memory allocated since tracking started (torchseal.start() or the "
-    "attach); memory from before it is not in it.";
+    "Memory from before tracking started (torchseal.start() or the attach) is in\n"
+    "the split only as the tensors Python objects hold; the rest of it (free\n"
+    "cache, other tensors, allocations outside the framework) is not.";
 
 }  // namespace torchseal

@@ -84,6 +84,7 @@ class Recorder {
   // is pre-existing memory going away, not an invalid free.
   void set_attached_late() { attached_late_.store(true, std::memory_order_relaxed); }
   bool attached_late() const { return attached_late_.load(std::memory_order_relaxed); }
+  bool in_interval() const { return interval_.load(std::memory_order_relaxed); }
 
   // Builds the analysis input from the current state (exit, signal, API dump).
   void snapshot(AnalysisInput &in);

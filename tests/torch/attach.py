@@ -10,7 +10,8 @@ the loop's CUDA GOT entries, attaches with `--steps N` (through ptrace on
 the venv's CPython 3.11), and checks:
   * the report names the leaking line and its holder (the list `history`);
     memory allocated before the attach is not listed, and its frees are
-    counted as pre-existing;
+    counted as pre-existing; memory by role counts the tensors from before
+    the attach that Python holds (the list `pre`);
   * while attached the GOT entries point elsewhere and torchseal threads
     run; after the detach every entry holds its old value again, no
     torchseal thread is left and CUPTI is free (the loop subscribes itself
@@ -202,6 +203,18 @@ def scenario(mode):
             text = open(prefix + ".txt").read()
             CHECK.true("the text report names the line and the holder",
                        f"train.py:{keep}" in text and "history" in text, text[:3000])
+            # Memory by role counts the tensors from before the attach that
+            # Python holds: most of `pre` is still in its list (user_held).
+            roles = report.get("roles") or {}
+            user = (roles.get("user_held") or {}).get("bytes", 0)
+            at_least = (3000 - len(prog.steps()) - 50) * (1 << 14)
+            CHECK.true("memory by role counts `pre`, allocated before the attach",
+                       user >= at_least, (user, at_least, report.get("roles_scan")))
+            CHECK.eq("its roles add up to its scan's live total",
+                     sum(r.get("bytes", 0) for r in roles.values()),
+                     (report.get("roles_scan") or {}).get("live_bytes"))
+            CHECK.true("and the text says what it leaves out",
+                       "Memory from before tracking started" in text, text[-2500:])
         finally:
             prog.kill()
             if keep_dir:

@@ -4,6 +4,7 @@
 
 #include <numeric>
 
+#include "common/format/records.h"
 #include "report/analysis/analysis.h"
 #include "report/analysis/roles.h"
 #include "report/render/html_report.h"
@@ -161,23 +162,74 @@ TEST_CASE("a snapshot splits the live set by role and adds up", "[roles]") {
     std::string text = report_to_text(r);
     CHECK(text.find("Memory by role at the report's scan (step 3), 8.0 MiB live:") !=
           std::string::npos);
-    CHECK(text.find("memory from before it is not in it") == std::string::npos);
+    CHECK(text.find("Memory from before tracking started") == std::string::npos);
   }
   SECTION("an interval report says its split leaves out the memory from before it") {
     r.trigger = "stop";
     std::string text = report_to_text(r);
-    CHECK(text.find("  The split counts the memory allocated since tracking started "
-                    "(torchseal.start() or the attach); memory from before it is not in it.\n") !=
+    CHECK(text.find("\n  Memory from before tracking started (torchseal.start() or the attach) is "
+                    "in\n  the split only as the tensors Python objects hold; the rest of it "
+                    "(free\n  cache, other tensors, allocations outside the framework) is not.\n") !=
           std::string::npos);
     HtmlReportInput hin;
     hin.report = &r;
     hin.no_timeline = "no history";
-    CHECK(render_html_report(hin).find("memory from before it is not in it.</p>") !=
-          std::string::npos);
+    std::string html = render_html_report(hin);
+    CHECK(html.find("<p>Memory from before tracking started") != std::string::npos);
+    CHECK(html.find("allocations outside the framework) is not.</p>") != std::string::npos);
     r.roles = RoleSplit{};
     r.peak_roles = RoleSplit{};
-    CHECK(report_to_text(r).find("memory from before it is not in it") == std::string::npos);
+    CHECK(report_to_text(r).find("Memory from before tracking started") == std::string::npos);
   }
+}
+
+TEST_CASE("after an attach the split counts the older tensors Python holds, once each", "[roles]") {
+  Fixture f;
+  f.in.trigger = "stop";
+  f.in.holders.done = true;
+  f.in.holders.modules = {"Net"};
+  f.live(0x100000, 4 << 20, 1);  // a segment allocated since the attach
+  f.held(0x100000, 1 << 20, MemoryRole::UserHeld);
+  // In segments from before the attach, which the shim never saw:
+  f.held(0x7000000, 2 << 20, MemoryRole::Parameters, 0);
+  f.held(0x7200000, 2 << 20, MemoryRole::OptimizerState, 0);
+  f.held(0x7400000, 1 << 20, MemoryRole::UserHeld);
+  f.in.holders.allocator_stats = true;
+  // PyTorch counts every tensor: the older ones, and the new segment's one.
+  f.in.holders.torch_allocated = (6u << 20);
+
+  RoleSnapshot without = role_snapshot(f.in, "dump", 0, 0);
+  CHECK(without.live_bytes == 4u << 20);
+  f.in.roles_now = role_snapshot(f.in, "dump", 0, 0, true);
+  CHECK(f.in.roles_now.live_bytes == 9u << 20);
+
+  Report r = analyze(f.in, f.sym);
+  const RoleSplit &s = r.roles;
+  CHECK(bytes_of(s, "parameters") == 2u << 20);
+  CHECK(bytes_of(s, "optimizer_state") == 2u << 20);
+  CHECK(bytes_of(s, "user_held") == 2u << 20);
+  // The new segment's unfound 3 MiB are free: the older tensors are not
+  // taken for temporaries in it.
+  CHECK(bytes_of(s, "other_tensors") == 0);
+  CHECK(bytes_of(s, "free_cache") == 3u << 20);
+  CHECK(bytes_of(s, "outside_framework") == 0);
+  CHECK(sum(s) == s.live_bytes);
+  CHECK(s.live_bytes == 9u << 20);
+  std::string text = report_to_text(r);
+  CHECK(text.find("Memory by role at the report's scan, 9.0 MiB live:") != std::string::npos);
+  // The history's Verdict keeps the older tensors' site as it is.
+  tseal::VerdictRecord v;
+  v.roles_now = f.in.roles_now;
+  std::vector<uint8_t> bytes;
+  tseal::ByteWriter w(bytes);
+  v.encode(w);
+  tseal::ByteReader rd(bytes.data(), bytes.size());
+  tseal::VerdictRecord back;
+  REQUIRE(back.decode(rd));
+  REQUIRE(back.roles_now.sites.size() == 2);
+  CHECK(back.roles_now.sites[1].api == ApiId::Unknown);
+  CHECK(back.roles_now.sites[1].found_bytes == 5u << 20);
+  CHECK(back.roles_now.live_bytes == 9u << 20);
 }
 
 TEST_CASE("an OOM's split adds up to the OOM's live total and leads its entry", "[roles]") {

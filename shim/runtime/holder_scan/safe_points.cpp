@@ -368,8 +368,11 @@ void scan(ScanAt where) {
           }
           static constexpr const char *kAt[] = {"step", "dump", "exit"};
           double r0 = now_s();
+          // The live set starts at an attach or an interval's start: what
+          // the scan finds outside it is memory from before (docs/roles.md).
+          bool before = recorder().attached_late() || recorder().in_interval();
           snap = role_snapshot(now, oom_scan && !at_exit ? "oom" : kAt[static_cast<int>(where)],
-                               step, now_ns());
+                               step, now_ns(), before);
           // Memory by role's own cost, beside the scan's (docs/roles.md, "Cost").
           log::debug(
               "role snapshot: %zu live allocation(s), %zu site(s), %.3f ms (in the scan: %.3f ms)",
