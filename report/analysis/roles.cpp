@@ -95,7 +95,7 @@ RoleSnapshot role_snapshot(const AnalysisInput &now, const std::string &at, uint
     }
     before.found_bytes = before.bytes;
     s.live_bytes += before.bytes;
-    if (before.allocations) s.sites.push_back(before);
+    s.sites.push_back(before);  // even empty: it marks a snapshot taken after tracking began
   }
   for (const auto &[key, t] : found) {
     const auto &[role, module] = key;
@@ -139,9 +139,12 @@ RoleSplit split_roles(const RoleSnapshot &snap, const AnalysisInput &in, SiteIds
   std::unordered_map<uint32_t, size_t> outside_index;
   std::unordered_map<uint32_t, std::pair<LibraryHolding, bool>> site_kind;  // (library, framework)
   uint64_t found_before = 0;  // tensors from before tracking: PyTorch counts them allocated
+  bool before_tracking = false;
+  uint64_t cached_bytes = 0;  // the tracked segments of PyTorch's device cache
   for (const RoleSite &s : snap.sites) {
     if (s.api == ApiId::Unknown) {
       found_before += s.found_bytes;
+      before_tracking = true;
       continue;
     }
     uint64_t rest = s.bytes - std::min(s.found_bytes, s.bytes);
@@ -164,7 +167,10 @@ RoleSplit split_roles(const RoleSnapshot &snap, const AnalysisInput &in, SiteIds
       // program's own cudaMalloc beside it is not). A framework workspace
       // carved from a segment is the cache's to count.
       cached_unfound += rest;
-      if (s.family != Family::HostPinned) cached_found += s.found_bytes;
+      if (s.family != Family::HostPinned) {
+        cached_found += s.found_bytes;
+        cached_bytes += s.bytes;
+      }
     } else if (!lib.library.empty()) {
       entry(out, MemoryRole::LibraryHeld).bytes += rest;
       entry(out, MemoryRole::LibraryHeld).count += s.allocations;
@@ -181,6 +187,16 @@ RoleSplit split_roles(const RoleSnapshot &snap, const AnalysisInput &in, SiteIds
       e.sites[it->second].bytes += rest;
       e.sites[it->second].allocations += s.allocations;
     }
+  }
+  // After an attach or an interval's start the device cache also has
+  // segments the shim never saw: PyTorch's reserved count less the tracked
+  // ones. The tensors Python holds in them are counted already; the rest is
+  // the cache's like the tracked segments' unfound bytes.
+  if (before_tracking && in.torch_caching_allocator && snap.allocator_stats &&
+      snap.torch_reserved > cached_bytes + found_before) {
+    uint64_t older = snap.torch_reserved - cached_bytes - found_before;
+    cached_unfound += older;
+    out.live_bytes += older;
   }
   // The cache's unfound bytes: tensors PyTorch counts as allocated that no
   // Python object reached (temporaries in flight), the rest free.

@@ -19,12 +19,12 @@ std::string role_table(const RoleSplit &split, const std::string &title);
 
 // What an interval report's split (trigger "stop": torchseal.start() or an
 // attach) counts of the memory from before tracking, said under it in text
-// and HTML: the shim knows the tracked time's allocations only, and the
-// scan finds the tensors Python objects hold in the older ones.
-// Broken into lines for the text report.
+// and HTML: the shim knows the tracked time's allocations only; the scan
+// finds the tensors Python objects hold in the older ones, and PyTorch's
+// reserved count the rest of its cache. Broken into lines for the text report.
 inline constexpr const char *kRolesSinceStart =
     "Memory from before tracking started (torchseal.start() or the attach) is in\n"
-    "the split only as the tensors Python objects hold; the rest of it (free\n"
-    "cache, other tensors, allocations outside the framework) is not.";
+    "the split as the tensors Python objects hold and, with PyTorch's caching\n"
+    "allocator, the rest of its cache; other older memory is not.";
 
 }  // namespace torchseal

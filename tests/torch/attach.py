@@ -11,7 +11,8 @@ the venv's CPython 3.11), and checks:
   * the report names the leaking line and its holder (the list `history`);
     memory allocated before the attach is not listed, and its frees are
     counted as pre-existing; memory by role counts the tensors from before
-    the attach that Python holds (the list `pre`);
+    the attach that Python holds (the list `pre`) and, in segments mode, the
+    rest of the older segments;
   * while attached the GOT entries point elsewhere and torchseal threads
     run; after the detach every entry holds its old value again, no
     torchseal thread is left and CUPTI is free (the loop subscribes itself
@@ -215,6 +216,12 @@ def scenario(mode):
                      (report.get("roles_scan") or {}).get("live_bytes"))
             CHECK.true("and the text says what it leaves out",
                        "Memory from before tracking started" in text, text[-2500:])
+            if mode == "segments":
+                # With the older segments' rest, the split is PyTorch's whole
+                # cache: here 2 MiB segments only (every tensor is small).
+                live = (report.get("roles_scan") or {}).get("live_bytes", 1)
+                CHECK.eq("memory by role covers the cache's older segments too: whole 2 MiB "
+                         "segments", live % (2 << 20), 0, live)
         finally:
             prog.kill()
             if keep_dir:

@@ -168,15 +168,15 @@ TEST_CASE("a snapshot splits the live set by role and adds up", "[roles]") {
     r.trigger = "stop";
     std::string text = report_to_text(r);
     CHECK(text.find("\n  Memory from before tracking started (torchseal.start() or the attach) is "
-                    "in\n  the split only as the tensors Python objects hold; the rest of it "
-                    "(free\n  cache, other tensors, allocations outside the framework) is not.\n") !=
+                    "in\n  the split as the tensors Python objects hold and, with PyTorch's "
+                    "caching\n  allocator, the rest of its cache; other older memory is not.\n") !=
           std::string::npos);
     HtmlReportInput hin;
     hin.report = &r;
     hin.no_timeline = "no history";
     std::string html = render_html_report(hin);
     CHECK(html.find("<p>Memory from before tracking started") != std::string::npos);
-    CHECK(html.find("allocations outside the framework) is not.</p>") != std::string::npos);
+    CHECK(html.find("other older memory is not.</p>") != std::string::npos);
     r.roles = RoleSplit{};
     r.peak_roles = RoleSplit{};
     CHECK(report_to_text(r).find("Memory from before tracking started") == std::string::npos);
@@ -217,6 +217,33 @@ TEST_CASE("after an attach the split counts the older tensors Python holds, once
   CHECK(s.live_bytes == 9u << 20);
   std::string text = report_to_text(r);
   CHECK(text.find("Memory by role at the report's scan, 9.0 MiB live:") != std::string::npos);
+
+  SECTION("PyTorch's reserved count gives the older segments' rest: free cache, temporaries") {
+    // Reserved: the tracked segment, the older tensors' 5 MiB and 2 MiB
+    // more in older segments, of which a 512 KiB temporary.
+    AnalysisInput in = f.in;
+    in.holders.torch_reserved = 11u << 20;
+    in.holders.torch_allocated = (6u << 20) + (512u << 10);
+    in.roles_now = role_snapshot(in, "dump", 0, 0, true);
+    Report older = analyze(in, f.sym);
+    const RoleSplit &o = older.roles;
+    CHECK(o.live_bytes == 11u << 20);
+    CHECK(sum(o) == o.live_bytes);
+    CHECK(bytes_of(o, "other_tensors") == 512u << 10);
+    CHECK(bytes_of(o, "free_cache") == (5u << 20) - (512u << 10));
+    CHECK(bytes_of(o, "user_held") == 2u << 20);
+    // A snapshot that did not start after tracking began counts no older cache.
+    in.roles_now = role_snapshot(in, "dump", 0, 0, false);
+    CHECK(analyze(in, f.sym).roles.live_bytes == 4u << 20);
+    // Older segments that hold no tensor Python reaches are counted too.
+    in.holders.storages.resize(1);  // the tracked segment's tensor only
+    in.holders.torch_reserved = 6u << 20;
+    in.holders.torch_allocated = 1u << 20;
+    in.roles_now = role_snapshot(in, "dump", 0, 0, true);
+    Report bare = analyze(in, f.sym);
+    CHECK(bare.roles.live_bytes == 6u << 20);
+    CHECK(bytes_of(bare.roles, "free_cache") == 5u << 20);
+  }
   // The history's Verdict keeps the older tensors' site as it is.
   tseal::VerdictRecord v;
   v.roles_now = f.in.roles_now;
