@@ -53,8 +53,17 @@ DriverThread start_driver_thread(const char *name)
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     pthread_attr_setstacksize(&attr, 64 << 10);
     pthread_t tid;
-    bool ok = pthread_create(&tid, &attr, sleep_until_woken,
-                             reinterpret_cast<void *>(static_cast<intptr_t>(fd))) == 0;
+    void *arg = reinterpret_cast<void *>(static_cast<intptr_t>(fd));
+    int rc = pthread_create(&tid, &attr, sleep_until_woken, arg);
+    if (rc == EINVAL) {
+        // glibc takes static TLS and the thread descriptor out of the
+        // stack: a process with a large static TLS needs glibc's default.
+        pthread_attr_destroy(&attr);
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        rc = pthread_create(&tid, &attr, sleep_until_woken, arg);
+    }
+    bool ok = rc == 0;
     pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, nullptr);
     if (!ok) {
@@ -70,11 +79,13 @@ DriverThread start_driver_thread(const char *name)
 void stop_driver_thread(DriverThread &t)
 {
     // A forked child has the descriptor but not the thread: waking it would
-    // end the parent's.
+    // end the parent's, so the child only closes its copy.
     if (t.wake_fd >= 0 && t.owner == getpid()) {
         uint64_t one = 1;
         while (write(t.wake_fd, &one, sizeof one) < 0 && errno == EINTR) {
         }
+    } else if (t.wake_fd >= 0) {
+        close(t.wake_fd);
     }
     t = DriverThread{};
 }

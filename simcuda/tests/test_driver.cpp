@@ -1,4 +1,5 @@
 // Driver API: allocation families, errors, capacity, contexts.
+#include <link.h>
 #include <setjmp.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -312,24 +313,80 @@ TEST_CASE("fork while another thread allocates: the child can use the driver", "
 }
 
 namespace {
+int threads_now(const char *name)
+{
+    int n = 0;
+    for (const auto &entry : std::filesystem::directory_iterator("/proc/self/task")) {
+        std::ifstream comm(entry.path() / "comm");
+        std::string s;
+        std::getline(comm, s);
+        n += s == name;
+    }
+    return n;
+}
+
 // The process's threads named `name`, once the count has settled (a woken
 // driver thread ends a moment after its context).
 int threads_named(const char *name, int expect)
 {
     int n = -1;
     for (int tries = 0; tries < 200; ++tries) {
-        n = 0;
-        for (const auto &entry : std::filesystem::directory_iterator("/proc/self/task")) {
-            std::ifstream comm(entry.path() / "comm");
-            std::string s;
-            std::getline(comm, s);
-            n += s == name;
-        }
-        if (n == expect)
+        if ((n = threads_now(name)) == expect)
             break;
         usleep(5000);
     }
     return n;
+}
+
+// Whether the count stays at `expect` for `ms` milliseconds: a thread woken
+// by mistake may take a while to end, so one look proves nothing.
+bool threads_stay(const char *name, int expect, int ms)
+{
+    for (int t = 0; t < ms; t += 10) {
+        if (threads_now(name) != expect)
+            return false;
+        usleep(10000);
+    }
+    return threads_now(name) == expect;
+}
+
+int eventfds_open()
+{
+    int n = 0;
+    for (const auto &entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+        std::error_code ec;
+        n += std::filesystem::read_symlink(entry.path(), ec).string() == "anon_inode:[eventfd]";
+    }
+    return n;
+}
+
+// Whether the loaded libcuda.so.1 is marked not to be unloaded.
+bool libcuda_nodelete()
+{
+    bool found = false, nodelete = false;
+    struct Seen {
+        bool *found, *nodelete;
+    } seen{&found, &nodelete};
+    dl_iterate_phdr(
+        [](dl_phdr_info *info, size_t, void *data) {
+            auto *sn = static_cast<Seen *>(data);
+            const char *name = info->dlpi_name ? info->dlpi_name : "";
+            const char *slash = std::strrchr(name, '/');
+            if (std::strcmp(slash ? slash + 1 : name, "libcuda.so.1") != 0)
+                return 0;
+            *sn->found = true;
+            for (int i = 0; i < info->dlpi_phnum; ++i) {
+                if (info->dlpi_phdr[i].p_type != PT_DYNAMIC)
+                    continue;
+                auto *d = reinterpret_cast<const ElfW(Dyn) *>(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+                for (; d->d_tag != DT_NULL; ++d)
+                    if (d->d_tag == DT_FLAGS_1 && (d->d_un.d_val & DF_1_NODELETE))
+                        *sn->nodelete = true;
+            }
+            return 1;
+        },
+        &seen);
+    return found && nodelete;
 }
 }  // namespace
 
@@ -349,10 +406,32 @@ TEST_CASE("the driver's threads: one from cuInit, one per live context", "[drive
     int status = 0;
     REQUIRE(waitpid(pid, &status, 0) == pid);
     CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
-    usleep(20000);
-    CHECK(threads_named("cuda-EvtHandlr", before + 1) == before + 1);
+    CHECK(threads_stay("cuda-EvtHandlr", before + 1, 200));
+    // In a child: no driver thread survives the fork; a context torn down
+    // there closes the child's copy of its descriptor; revived, it gets a
+    // thread of the child's own.
+    pid = fork();
+    if (pid == 0) {
+        int code = 0;
+        if (threads_now("cuda-EvtHandlr") != 0 || threads_now("cuda00001400006") != 0)
+            code |= 1;
+        int fds = eventfds_open();
+        if (cuDevicePrimaryCtxReset(0) != CUDA_SUCCESS || eventfds_open() != fds - 1)
+            code |= 2;
+        CUcontext again = nullptr;
+        if (cuDevicePrimaryCtxRetain(&again, 0) != CUDA_SUCCESS ||
+            threads_named("cuda-EvtHandlr", 1) != 1)
+            code |= 4;
+        _exit(code);
+    }
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+    CHECK(threads_stay("cuda-EvtHandlr", before + 1, 100));
     REQUIRE(cuCtxDestroy(made) == CUDA_SUCCESS);
     CHECK(threads_named("cuda-EvtHandlr", before) == before);
+    // The threads run libcuda's code until the process ends.
+    CHECK(libcuda_nodelete());
     // Driver threads take no signal meant for the application's threads.
     for (const auto &entry : std::filesystem::directory_iterator("/proc/self/task")) {
         std::ifstream comm(entry.path() / "comm");
