@@ -161,6 +161,15 @@ struct RoleSnapshot {
   uint64_t torch_allocated = 0, torch_reserved = 0;
 };
 
+// What a snapshot is ranked by for "the highest live total scanned": its
+// live set, or PyTorch's reserved count when that is larger. After an attach
+// or an interval's start the live set lacks the older cache, which the
+// report's split adds from the reserved count (split_roles), so the live
+// set alone could rank a full cache below a later, emptier one.
+inline uint64_t role_peak_measure(const RoleSnapshot &s) {
+  return s.allocator_stats && s.torch_reserved > s.live_bytes ? s.torch_reserved : s.live_bytes;
+}
+
 // One graph owner across the step scans: a loss summed with its graph adds
 // nodes step after step while its GPU bytes hardly move.
 struct GraphSample {

@@ -115,6 +115,9 @@ RoleSplit split_roles(const RoleSnapshot &snap, const AnalysisInput &in, SiteIds
   out.at = snap.at;
   out.step = snap.step;
   out.live_bytes = snap.live_bytes;
+  out.allocator_stats = snap.allocator_stats;
+  out.torch_allocated = snap.torch_allocated;
+  out.torch_reserved = snap.torch_reserved;
   out.roles.resize(kRoles);
   for (size_t r = 0; r < kRoles; ++r) out.roles[r].role = role_name(static_cast<MemoryRole>(r));
   // What the scan found, by role and module.
@@ -188,6 +191,7 @@ RoleSplit split_roles(const RoleSnapshot &snap, const AnalysisInput &in, SiteIds
       e.sites[it->second].allocations += s.allocations;
     }
   }
+  out.before_tracking = before_tracking;
   // After an attach or an interval's start the device cache also has
   // segments the shim never saw: PyTorch's reserved count less the tracked
   // ones. The tensors Python holds in them are counted already; the rest is

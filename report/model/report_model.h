@@ -118,6 +118,12 @@ struct RoleSplit {
   std::string at;     // step | dump | oom | exit
   uint64_t step = 0;  // 0: before the first step
   uint64_t live_bytes = 0;
+  // Taken after an attach or an interval's start: the split also counts
+  // memory from before tracking (docs/roles.md), and says so.
+  bool before_tracking = false;
+  // PyTorch's own counts at the scan (allocator_stats: it answered).
+  bool allocator_stats = false;
+  uint64_t torch_allocated = 0, torch_reserved = 0;
   std::vector<RoleEntry> roles;  // empty: no split (no holder scan ran)
 };
 

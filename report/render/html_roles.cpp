@@ -101,7 +101,7 @@ std::string roles_html(const Report &r) {
                                           : std::string()));
   if (!r.roles.roles.empty()) h += split_bar(r.roles, "At this report's scan (" + r.roles.at + ")");
   if (!r.role_steps.empty()) h += "<p>Per step scan:</p>\n" + step_bars(r.role_steps);
-  if (r.trigger == "stop") h += "<p>" + html_escape(kRolesSinceStart) + "</p>\n";
+  if (roles_before_tracking(r, false)) h += "<p>" + html_escape(kRolesSinceStart) + "</p>\n";
   return h;
 }
 

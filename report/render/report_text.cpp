@@ -290,7 +290,7 @@ std::string report_to_text(const Report &r) {
   out += hints_section(r);
   out += role_table(r.roles, r.trigger == "exit" ? "at the exit scan" : "at the report's scan");
   out += role_table(r.peak_roles, "at the highest live total scanned");
-  if (r.trigger == "stop" && !(r.roles.roles.empty() && r.peak_roles.roles.empty()))
+  if (roles_before_tracking(r, true))
     for (std::string_view rest = kRolesSinceStart; !rest.empty();) {
       size_t end = std::min(rest.find('\n'), rest.size());
       out += "  " + std::string(rest.substr(0, end)) + "\n";

@@ -57,6 +57,11 @@ void put_role_split(ojson &obj, const std::string &key, const RoleSplit &split) 
   scan["at"] = split.at;
   scan["step"] = step_json(split.step);
   scan["live_bytes"] = split.live_bytes;
+  scan["before_tracking"] = split.before_tracking;
+  if (split.allocator_stats) {
+    scan["torch_allocated_bytes"] = split.torch_allocated;
+    scan["torch_reserved_bytes"] = split.torch_reserved;
+  }
   obj[key + "_scan"] = std::move(scan);
 }
 
@@ -82,6 +87,13 @@ bool get_role_split(const json &obj, const std::string &key, RoleSplit &out, std
     out.at = scan.at("at").get<std::string>();
     out.step = scan.at("step").is_null() ? 0 : scan.at("step").get<uint64_t>();
     out.live_bytes = scan.at("live_bytes").get<uint64_t>();
+    // Reports before these keys: no older memory counted, no counts shown.
+    out.before_tracking = scan.value("before_tracking", false);
+    if (scan.contains("torch_reserved_bytes")) {
+      out.allocator_stats = true;
+      out.torch_allocated = scan.at("torch_allocated_bytes").get<uint64_t>();
+      out.torch_reserved = scan.at("torch_reserved_bytes").get<uint64_t>();
+    }
     const json &roles = *found;
     for (size_t r = 0; r < kRoles; ++r) {
       RoleEntry e;

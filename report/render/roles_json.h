@@ -16,7 +16,8 @@
 namespace torchseal {
 
 // Writes obj[key] = {"parameters": {"bytes", "tensors", ...}, ...} and
-// obj[key + "_scan"] = {"at", "step", "live_bytes"}.
+// obj[key + "_scan"] = {"at", "step", "live_bytes", "before_tracking", and
+// "torch_allocated_bytes", "torch_reserved_bytes" when PyTorch answered}.
 void put_role_split(nlohmann::ordered_json &obj, const std::string &key, const RoleSplit &split);
 
 // [{"step", "at", "live_bytes", "bytes": {"parameters": N, ...}}]: the bars.

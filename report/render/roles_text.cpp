@@ -1,5 +1,6 @@
 #include "report/render/roles_text.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 
@@ -30,9 +31,19 @@ std::string clean(std::string s) {
 std::string oom_role_lead(const OomEntry &oom) {
   if (oom.roles.roles.empty()) return {};
   auto [unit, scale] = role_unit(oom.roles.live_bytes);
+  // Counting older memory, the split's total passes the OOM's tracked one.
   return "Out of memory asking " + sized(oom.requested_bytes) + " with " +
-         sized(oom.roles.live_bytes) + " live: " + clean(role_line(oom.roles, scale)) + " (" +
-         unit + ")\n";
+         sized(oom.roles.live_bytes) + " live" +
+         (oom.roles.before_tracking ? " (memory from before tracking included)" : "") + ": " +
+         clean(role_line(oom.roles, scale)) + " (" + unit + ")\n";
+}
+
+bool roles_before_tracking(const Report &r, bool recovered_ooms) {
+  auto late = [](const RoleSplit &s) { return !s.roles.empty() && s.before_tracking; };
+  if (late(r.roles) || late(r.peak_roles)) return true;
+  return std::any_of(r.ooms.begin(), r.ooms.end(), [&](const OomEntry &o) {
+    return (recovered_ooms || !o.recovered) && late(o.roles);
+  });
 }
 
 std::string role_table(const RoleSplit &split, const std::string &title) {

@@ -12,6 +12,7 @@
 
 #include "common/util/log.h"
 #include "shim/core/recorder.h"
+#include "shim/runtime/holder_scan/safe_points.h"
 #include "shim/runtime/lifecycle.h"
 #include "shim/runtime/report_files.h"
 
@@ -52,6 +53,7 @@ TORCHSEAL_API int torchseal_start(const char *prefix) {
   if (!g_interval_prefix) g_interval_prefix = new std::string();
   *g_interval_prefix = prefix;
   recorder().begin_interval();
+  holders::begin_interval();
   set_interval_open(true);
   if (recorder().attached_late())
     set_output_prefix(prefix);  // an open interval reports here at exit

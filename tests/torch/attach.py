@@ -216,12 +216,22 @@ def scenario(mode):
                      (report.get("roles_scan") or {}).get("live_bytes"))
             CHECK.true("and the text says what it leaves out",
                        "Memory from before tracking started" in text, text[-2500:])
+            scan = report.get("roles_scan") or {}
+            CHECK.eq("the split says it counts memory from before tracking",
+                     scan.get("before_tracking"), True, scan)
             if mode == "segments":
                 # With the older segments' rest, the split is PyTorch's whole
-                # cache: here 2 MiB segments only (every tensor is small).
-                live = (report.get("roles_scan") or {}).get("live_bytes", 1)
+                # cache: here 2 MiB segments only (every tensor is small)...
+                live = scan.get("live_bytes", 1)
                 CHECK.eq("memory by role covers the cache's older segments too: whole 2 MiB "
                          "segments", live % (2 << 20), 0, live)
+                # ...and exactly: PyTorch's reserved count, read by the same
+                # scan, plus the tracked memory outside its cache (missing or
+                # doubled, the older cache breaks this).
+                outside = sum((roles.get(k) or {}).get("bytes", 0)
+                              for k in ("library_held", "outside_framework"))
+                CHECK.eq("the split is PyTorch's reserved bytes plus the memory outside its cache",
+                         live, scan.get("torch_reserved_bytes", -1) + outside, scan)
         finally:
             prog.kill()
             if keep_dir:

@@ -35,6 +35,13 @@ import torch
 import torchseal
 
 before = torch.ones(1 << 18, device="cuda")     # pre-existing: 1 MiB
+older = [torch.ones(1 << 19, device="cuda")]    # pre-existing, kept: 2 MiB
+if os.environ.get("PRE_STEPS"):
+    # Step scans before the start see 16 MiB more: not the interval's peak.
+    big = torch.ones(1 << 22, device="cuda")
+    for i in range(2):
+        torchseal.step()
+    del big
 kept = []
 torch.cuda.synchronize()
 torchseal.start(sys.argv[1])
@@ -83,6 +90,8 @@ def scenario_program(mode):
         if mode == "late-got":
             extra["SIMCUDA_CUPTI_BUSY"] = "1"
         shim = mode == "preloaded"
+        if shim:
+            extra["PRE_STEPS"] = "1"
         p = tier.run(py, [script, prefix], shim=shim, output=os.path.join(tmp, "exit"),
                      extra=extra)
         if not CHECK.true("the program ran to stop() and wrote the interval report",
@@ -114,6 +123,19 @@ def scenario_program(mode):
         CHECK.eq("no leaks in the interval", report["summary"]["leaked_bytes"], 0)
         txt = open(prefix + ".txt").read()
         CHECK.true("the text report says 'at stop'", "at stop" in txt, txt[-1500:])
+        # Memory by role is the interval's: its scan counts the older list
+        # `older` (2 MiB, user_held) and says it counts older memory; no
+        # split from before the start (16 MiB more live) is its peak.
+        scan = report.get("roles_scan") or {}
+        CHECK.eq("the stop report's split counts memory from before tracking",
+                 scan.get("before_tracking"), True, scan)
+        user = ((report.get("roles") or {}).get("user_held") or {}).get("bytes", 0)
+        CHECK.true("it counts the list `older`, allocated before the start",
+                   user >= 6 * (1 << 18) + (2 << 20), (user, report.get("roles")))
+        peak = (report.get("summary") or {}).get("peak_roles_scan") or {}
+        CHECK.true("the interval's peak is its own scan's, not one from before the start",
+                   not peak or (peak.get("before_tracking") is True
+                                and peak.get("live_bytes", 1 << 40) < 16 << 20), peak)
         if shim:
             CHECK.true("the preloaded shim still writes its exit report",
                        os.path.exists(os.path.join(tmp, "exit.json")))

@@ -122,6 +122,8 @@ TEST_CASE("a snapshot splits the live set by role and adds up", "[roles]") {
     CHECK(total == j["roles_scan"]["live_bytes"]);
     CHECK(j["roles_scan"]["at"] == "dump");
     CHECK(j["roles_scan"]["step"] == 3);
+    CHECK(j["roles_scan"]["before_tracking"] == false);
+    CHECK(j["roles_scan"].contains("torch_reserved_bytes") == s.allocator_stats);
     Report back;
     std::string error;
     REQUIRE(report_from_json(text, back, error));
@@ -164,8 +166,14 @@ TEST_CASE("a snapshot splits the live set by role and adds up", "[roles]") {
           std::string::npos);
     CHECK(text.find("Memory from before tracking started") == std::string::npos);
   }
-  SECTION("an interval report says its split leaves out the memory from before it") {
+  SECTION("a split taken after tracking began late says what it counts of the older memory") {
+    // The split's own flag decides, not the trigger: an interval's stop
+    // report whose split is from before the start says nothing...
     r.trigger = "stop";
+    CHECK(report_to_text(r).find("Memory from before tracking started") == std::string::npos);
+    // ...and an open interval reported at exit, or an attach's snapshot, do.
+    r.trigger = "exit";
+    r.roles.before_tracking = true;
     std::string text = report_to_text(r);
     CHECK(text.find("\n  Memory from before tracking started (torchseal.start() or the attach) is "
                     "in\n  the split as the tensors Python objects hold and, with PyTorch's "
@@ -177,6 +185,26 @@ TEST_CASE("a snapshot splits the live set by role and adds up", "[roles]") {
     std::string html = render_html_report(hin);
     CHECK(html.find("<p>Memory from before tracking started") != std::string::npos);
     CHECK(html.find("other older memory is not.</p>") != std::string::npos);
+    // P.json says which split it is, and reads it back.
+    auto j = nlohmann::json::parse(report_to_json(r));
+    CHECK(j["roles_scan"]["before_tracking"] == true);
+    Report back;
+    std::string error;
+    REQUIRE(report_from_json(report_to_json(r), back, error));
+    CHECK(back.roles.before_tracking);
+    CHECK(report_to_text(back).find("Memory from before tracking started") != std::string::npos);
+    // Only a split the page shows counts: a recovered OOM's is in the text
+    // (its lead line) but not in the HTML.
+    r.roles.before_tracking = false;
+    OomEntry oom;
+    oom.recovered = true;
+    oom.roles = r.roles;
+    oom.roles.before_tracking = true;
+    r.ooms.push_back(oom);
+    CHECK(report_to_text(r).find("Memory from before tracking started") != std::string::npos);
+    CHECK(render_html_report(hin).find("<p>Memory from before tracking started") ==
+          std::string::npos);
+    r.ooms.clear();
     r.roles = RoleSplit{};
     r.peak_roles = RoleSplit{};
     CHECK(report_to_text(r).find("Memory from before tracking started") == std::string::npos);
@@ -215,6 +243,7 @@ TEST_CASE("after an attach the split counts the older tensors Python holds, once
   CHECK(bytes_of(s, "outside_framework") == 0);
   CHECK(sum(s) == s.live_bytes);
   CHECK(s.live_bytes == 9u << 20);
+  CHECK(s.before_tracking);
   std::string text = report_to_text(r);
   CHECK(text.find("Memory by role at the report's scan, 9.0 MiB live:") != std::string::npos);
 
@@ -232,6 +261,22 @@ TEST_CASE("after an attach the split counts the older tensors Python holds, once
     CHECK(bytes_of(o, "other_tensors") == 512u << 10);
     CHECK(bytes_of(o, "free_cache") == (5u << 20) - (512u << 10));
     CHECK(bytes_of(o, "user_held") == 2u << 20);
+    // P.json gives PyTorch's counts beside the total, for a reader to check
+    // the split against: here the whole cache.
+    auto j = nlohmann::json::parse(report_to_json(older));
+    CHECK(j["roles_scan"]["torch_reserved_bytes"] == 11u << 20);
+    CHECK(j["roles_scan"]["torch_allocated_bytes"] == (6u << 20) + (512u << 10));
+    CHECK(j["roles_scan"]["live_bytes"] == 11u << 20);
+    // The peak is ranked by what the split will count: a full older cache
+    // (9 MiB live set, 11 MiB reserved) outranks a later snapshot with more
+    // live but less reserved.
+    RoleSnapshot full = in.roles_now, later = in.roles_now;
+    later.live_bytes = 10u << 20;
+    later.torch_reserved = 10u << 20;
+    CHECK(role_peak_measure(full) == 11u << 20);
+    CHECK(role_peak_measure(later) < role_peak_measure(full));
+    later.allocator_stats = false;
+    CHECK(role_peak_measure(later) == 10u << 20);
     // A snapshot that did not start after tracking began counts no older cache.
     in.roles_now = role_snapshot(in, "dump", 0, 0, false);
     CHECK(analyze(in, f.sym).roles.live_bytes == 4u << 20);
@@ -286,4 +331,23 @@ TEST_CASE("an OOM's split adds up to the OOM's live total and leads its entry", 
   std::string text = report_to_text(r);
   CHECK(text.find("Out of memory asking 8.0 MiB with 6.0 MiB live: held by global 'x' (list) in "
                   "t.py 3.0, free cache 3.0 (MiB)\nOut of memory: cudaMalloc") != std::string::npos);
+  CHECK(text.find("Memory from before tracking started") == std::string::npos);
+
+  SECTION("after an attach: the split also counts older memory, and its lead says so") {
+    // A 2 MiB tensor from before the attach: the split's total passes the
+    // OOM's tracked live total, which the entry keeps.
+    f.held(0x9000000, 2 << 20, MemoryRole::Parameters);
+    f.in.ooms[0].roles = role_snapshot(f.in, "oom", 0, 0, true);
+    Report late = analyze(f.in, f.sym);
+    const RoleSplit &l = late.ooms.at(0).roles;
+    CHECK(l.before_tracking);
+    CHECK(l.live_bytes == 6u << 20);  // 4 tracked + 2 older: no alignment needed
+    CHECK(sum(l) == l.live_bytes);
+    auto lj = nlohmann::json::parse(report_to_json(late));
+    CHECK(lj["ooms"][0]["roles_scan"]["before_tracking"] == true);
+    std::string lt = report_to_text(late);
+    CHECK(lt.find("Out of memory asking 8.0 MiB with 6.0 MiB live (memory from before tracking "
+                  "included): ") != std::string::npos);
+    CHECK(lt.find("Memory from before tracking started") != std::string::npos);
+  }
 }

@@ -383,7 +383,8 @@ void scan(ScanAt where) {
       State &s = S();
       std::lock_guard<std::mutex> lock(s.mu);
       if (snap.taken) {
-        if (!s.roles_peak.taken || snap.live_bytes > s.roles_peak.live_bytes) s.roles_peak = snap;
+        if (!s.roles_peak.taken || role_peak_measure(snap) > role_peak_measure(s.roles_peak))
+          s.roles_peak = snap;
         if (oom_scan) s.oom_roles.emplace_back(ooms, snap);
         if (where == ScanAt::Step) add_role_step(s.role_steps, snap);
         s.roles_latest = std::move(snap);
@@ -524,6 +525,14 @@ void fill(AnalysisInput &in) {
         break;
       }
   }
+}
+
+void begin_interval() {
+  State &s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.roles_latest = RoleSnapshot{};
+  s.roles_peak = RoleSnapshot{};
+  s.role_steps.clear();
 }
 
 void detach() {

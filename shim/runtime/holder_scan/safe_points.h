@@ -36,6 +36,11 @@ bool scan_for_report();
 // The latest scan (the exit scan once it ran) and each OOM's holders.
 void fill(AnalysisInput &in);
 
+// An interval starts (torchseal.start()): memory by role restarts with it,
+// so a scan from before the start is neither its report's latest nor its
+// peak, nor one of its steps.
+void begin_interval();
+
 // `torchseal attach` detaching, GIL held at a safe point: no more scans,
 // and the atexit hook goes (the interpreter keeps no pointer into the shim).
 void detach();
