@@ -22,8 +22,21 @@
     static thread_local unsigned preempt_calls = 0;  \
     if ((++preempt_calls & 255) == 0) sched_yield(); \
   } while (0)
+// And a thread can be held inside an append, marked busy: one preempted for
+// longer than a cut waits (torchseal::history::test_stall_in_append).
+namespace torchseal::history {
+std::atomic<int> test_stall_in_append_ms{0};
+}
+#define TS_STALL_WHILE_BUSY()                                                     \
+  do {                                                                            \
+    if (int ms = test_stall_in_append_ms.exchange(0, std::memory_order_relaxed)) \
+      usleep(static_cast<useconds_t>(ms) * 1000);                                 \
+  } while (0)
 #else
 #define TS_PREEMPTION_POINT() \
+  do {                        \
+  } while (0)
+#define TS_STALL_WHILE_BUSY() \
   do {                        \
   } while (0)
 #endif
@@ -80,7 +93,13 @@ struct State {
   std::atomic<size_t> backlog{0};  // sealed since the last cut
   int wake_fd = -1;
   std::atomic<int> dump_request{0};  // 0 none, 1 signal, 2 api, 3 oom
+  int deferred_cuts = 0;  // the writer's: cuts put off in a row (cut())
 };
+
+// Cuts put off in a row for a thread still inside an append before one
+// goes on without it: such a thread is stopped (a debugger, a handler that
+// never returns), not preempted.
+constexpr int kMaxDeferredCuts = 3;
 
 State &S() {
   alignas(State) static unsigned char storage[sizeof(State)];
@@ -147,16 +166,23 @@ Sealed seal(ThreadBuf &b) {
 // unless it was preempted). A thread stopped in the middle (a debugger, a
 // signal handler that never returns, a crash in this very append) keeps its
 // buffer for a later pass rather than hang the writer.
+// The wait is timed, not counted: on a loaded machine each nap can last
+// far longer than asked.
 bool quiet(const ThreadBuf &b) {
+  constexpr uint64_t kQuietWaitNs = 100'000'000;
+  uint64_t start = 0;
   for (unsigned spins = 0; b.busy.load(std::memory_order_acquire); ++spins) {
     if (spins < 256) {
       __builtin_ia32_pause();
-    } else if (spins < 256 + 2000) {
-      timespec nap{0, 50'000};
-      nanosleep(&nap, nullptr);
-    } else {
-      return false;
+      continue;
     }
+    timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    uint64_t t = static_cast<uint64_t>(now.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(now.tv_nsec);
+    if (!start) start = t;
+    if (t - start >= kQuietWaitNs) return false;
+    timespec nap{0, 50'000};
+    nanosleep(&nap, nullptr);
   }
   return true;
 }
@@ -231,6 +257,7 @@ __attribute__((noinline)) void append_slow(const Event &e) {
   bool full;
   b->busy.store(1, std::memory_order_relaxed);
   asym::light();
+  TS_STALL_WHILE_BUSY();
   if (!g_cutting.load(std::memory_order_acquire)) {
     full = put(*b, e);
     b->busy.store(0, std::memory_order_release);
@@ -257,6 +284,7 @@ void append(const Event &e) {
     TS_PREEMPTION_POINT();
     b->busy.store(1, std::memory_order_relaxed);
     asym::light();
+    TS_STALL_WHILE_BUSY();
     if (__builtin_expect(!g_cutting.load(std::memory_order_acquire) && b->count &&
                              b->bytes.size() - b->used >= tseal::kMaxEventBytes,
                          1)) {
@@ -300,15 +328,12 @@ void set_writer_thread() { t_writer = true; }
 
 int take_dump_request() { return S().dump_request.exchange(0); }
 
-std::vector<Sealed> cut() {
+std::vector<Sealed> cut(bool final) {
   State &s = S();
   std::vector<Sealed> chunks;
   std::vector<ThreadBuf *> dead;
   {
     Guard g(s.registry_lock);
-    chunks.swap(s.sealed);
-    s.sealed_bytes = 0;
-    s.backlog.store(0, std::memory_order_relaxed);
     // Every buffer is sealed under all their locks at once: the pass is one
     // cut across threads. Drained one at a time, a thread whose buffer was
     // already drained could allocate (next pass) and hand the memory to a
@@ -317,13 +342,33 @@ std::vector<Sealed> cut() {
     for (ThreadBuf *b : s.bufs) b->lock.lock();
     g_cutting.store(1, std::memory_order_relaxed);
     asym::heavy();
+    // For the same reason a thread still inside an append after quiet()'s
+    // wait puts the whole cut off to the next pass (the buffers handed over
+    // stay queued): sealing the others without it could put a free it
+    // handed on in this pass and the allocation in the next, a false leak.
+    // A final cut (exit, crash) and one past kMaxDeferredCuts go on without
+    // it; its buffer waits for a later pass.
+    std::vector<char> still(s.bufs.size());
+    bool all_still = true;
+    for (size_t i = 0; i < s.bufs.size(); ++i) all_still &= (still[i] = quiet(*s.bufs[i])) != 0;
+    if (!all_still && !final && s.deferred_cuts < kMaxDeferredCuts) {
+      ++s.deferred_cuts;
+      g_cutting.store(0, std::memory_order_release);
+      for (ThreadBuf *b : s.bufs) b->lock.unlock();
+      return chunks;
+    }
+    if (all_still) s.deferred_cuts = 0;
+    chunks.swap(s.sealed);
+    s.sealed_bytes = 0;
+    s.backlog.store(0, std::memory_order_relaxed);
     // Whether a thread had exited is read before its buffer is sealed: one
     // that exits after the seal (its last frees landing once the cut lets
     // go of it) still has events in the buffer, for the next cut to take.
     // Read after, such a buffer was deleted with its last events unwritten.
-    for (ThreadBuf *b : s.bufs) {
+    for (size_t i = 0; i < s.bufs.size(); ++i) {
+      ThreadBuf *b = s.bufs[i];
       b->exited_at_cut = b->dead.load(std::memory_order_acquire);
-      if (quiet(*b) && b->count) chunks.push_back(seal(*b));
+      if (still[i] && b->count) chunks.push_back(seal(*b));
     }
     g_cutting.store(0, std::memory_order_release);
     for (ThreadBuf *b : s.bufs) b->lock.unlock();

@@ -82,7 +82,10 @@ int take_dump_request();
 
 // Every buffer sealed at one cut across threads, after the full buffers
 // handed over since the last cut; forgets the buffers of exited threads.
-std::vector<Sealed> cut();
+// Empty, with everything kept for the next cut, while a thread stays inside
+// an append past a short wait (up to a few cuts in a row; never when
+// `final`: the process is ending).
+std::vector<Sealed> cut(bool final = false);
 
 // The writer is done with these chunks: their buffers become the next ones
 // threads fill (a few are kept; the rest are freed).

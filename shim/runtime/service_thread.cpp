@@ -69,8 +69,12 @@ void *service_main(void *) {
       next_window += s.window_ns;
     }
     got::patch_new_objects();  // libraries dlopen'ed since (late attachment)
-    file::pass(recorder().stacks());
+    bool crashing = s.crash_request.load();
+    file::pass(recorder().stacks(), /*final=*/crashing);
     if (s.crash_request.exchange(false)) {
+      // Asked during that pass, which may have waited for a thread: the
+      // last events go out before the End chunk.
+      if (!crashing) file::pass(recorder().stacks(), /*final=*/true);
       // The process is dying: mark the file as not cleanly ended, then let
       // the faulting thread re-raise. The crash passes no flags: asking the
       // loader (dl_iterate_phdr) takes its lock, which the dying thread may
@@ -143,7 +147,7 @@ void finish(bool clean) {
   // Still accepting events: the dump's own event goes into the last pass.
   if (pending && clean) write_report(trigger_name(pending));
   buffers::set_accepting(false);
-  file::pass(recorder().stacks());
+  file::pass(recorder().stacks(), /*final=*/true);
   if (enabled()) {
     std::vector<uint8_t> out;
     if (clean) {

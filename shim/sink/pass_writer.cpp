@@ -181,8 +181,8 @@ void open(const std::string &path, const ProcessInfo &process, bool (*on_fs_refu
   if (limit) segments::begin(path, limit, out.size(), clock_base, write_all, disable_file);
 }
 
-void pass(StackTable &stacks) {
-  std::vector<Sealed> chunks = buffers::cut();
+void pass(StackTable &stacks, bool final) {
+  std::vector<Sealed> chunks = buffers::cut(final);
   if (!g_file_ok.load()) return;
   std::vector<uint8_t> pass_chunk;
   tseal::append_record(pass_chunk, Chunk::Pass, tseal::PassRecord{now_ns()});

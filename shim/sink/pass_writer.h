@@ -28,8 +28,9 @@ void open(const std::string &path, const ProcessInfo &process, bool (*on_fs_refu
           uint64_t limit = 0);
 
 // One pass: drain every thread buffer and write it, after the modules and
-// stacks new since the last pass.
-void pass(StackTable &stacks);
+// stacks new since the last pass. `final`: the process is ending (exit, a
+// crash), so the cut waits for no thread (buffers::cut).
+void pass(StackTable &stacks, bool final = false);
 
 // Raw bytes after the passes (the symbol table at exit).
 void write_all(const std::vector<uint8_t> &out);

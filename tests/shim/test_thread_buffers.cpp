@@ -10,6 +10,7 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <ctime>
@@ -161,5 +162,93 @@ TEST_CASE("every chunk a cut seals decodes alone to the events appended") {
   CHECK(wrong == 0);
   CHECK(decoded == kThreads * kEvents);
   for (int tag = 1; tag <= kThreads; ++tag) CHECK(next[tag] == kEvents);
+  buffers::set_accepting(false);
+}
+
+namespace torchseal::history {
+extern std::atomic<int> test_stall_in_append_ms;  // thread_buffers.cpp, test builds
+}
+
+namespace {
+
+// The (op, address) of every event in `chunks`, which go back to the pool.
+std::vector<std::pair<torchseal::Op, uint64_t>> events_of(std::vector<buffers::Sealed> &&chunks) {
+  std::vector<std::pair<torchseal::Op, uint64_t>> out;
+  for (const buffers::Sealed &c : chunks) {
+    torchseal::tseal::ByteReader r(c.bytes.data(), c.bytes.size());
+    torchseal::tseal::CodecState st;
+    st.reset(c.base_time);
+    torchseal::Event e{};
+    for (uint32_t i = 0; i < c.count && torchseal::tseal::decode_event(r, st, e); ++i)
+      out.emplace_back(e.op, e.addr);
+  }
+  buffers::recycle(std::move(chunks));
+  return out;
+}
+
+bool has(const std::vector<std::pair<torchseal::Op, uint64_t>> &events, torchseal::Op op,
+         uint64_t addr) {
+  return std::find(events.begin(), events.end(), std::make_pair(op, addr)) != events.end();
+}
+
+// Holds the next append (of whichever thread makes it) inside its busy
+// window for `ms`, on a thread of its own; returns once it is held.
+std::thread held_append(int ms, uint64_t addr) {
+  torchseal::history::test_stall_in_append_ms.store(ms);
+  std::thread t([addr] { torchseal::history::append(pair_event(addr >> 40, 0)); });
+  while (torchseal::history::test_stall_in_append_ms.load() != 0) std::this_thread::yield();
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("a thread held inside an append puts the cut off, so a free never passes its allocation") {
+  buffers::init();
+  buffers::set_accepting(true);
+  buffers::set_writer_thread();
+  events_of(buffers::cut(true));
+  using torchseal::Op;
+  // Thread A allocates X and hands it to thread B, which frees it; A is
+  // then held inside its next append (preempted) while the writer cuts.
+  torchseal::Event alloc = pair_event(1, 0), freed = pair_event(1, 1);
+  const uint64_t x = alloc.addr;
+  std::thread a([&] { torchseal::history::append(alloc); });
+  a.join();  // its buffer keeps the allocation
+  std::thread b([&] { torchseal::history::append(freed); });
+  b.join();
+  std::thread held = held_append(700, 2ull << 40);
+  // The cut is put off while a thread is inside an append: nothing
+  // sealed (a cut without the held buffer would be fine here, but the
+  // writer cannot know which thread made the allocation a free is of).
+  auto first = events_of(buffers::cut());
+  CHECK(first.empty());
+  held.join();
+  auto second = events_of(buffers::cut());
+  CHECK(has(second, Op::Alloc, x));
+  CHECK(has(second, Op::Free, x));
+  CHECK(has(second, Op::Alloc, 2ull << 40));
+
+  SECTION("a thread held for good: a few cuts are put off, then they go on without it") {
+    std::thread c([] { torchseal::history::append(pair_event(3, 0)); });
+    c.join();
+    std::thread stuck = held_append(3000, 4ull << 40);
+    int put_off = 0;
+    std::vector<std::pair<Op, uint64_t>> got;
+    while ((got = events_of(buffers::cut())).empty() && put_off < 10) ++put_off;
+    CHECK(put_off == 3);
+    CHECK(has(got, Op::Alloc, 3ull << 40));
+    CHECK(!has(got, Op::Alloc, 4ull << 40));  // still held
+    stuck.join();
+    CHECK(has(events_of(buffers::cut()), Op::Alloc, 4ull << 40));
+  }
+  SECTION("the exit's or a crash's last cut waits for no one") {
+    std::thread c([] { torchseal::history::append(pair_event(5, 0)); });
+    c.join();
+    std::thread stuck = held_append(800, 6ull << 40);
+    auto last = events_of(buffers::cut(true));
+    CHECK(has(last, Op::Alloc, 5ull << 40));
+    stuck.join();
+    CHECK(has(events_of(buffers::cut(true)), Op::Alloc, 6ull << 40));
+  }
   buffers::set_accepting(false);
 }
