@@ -211,6 +211,12 @@ void on_driver(ApiId drv, const CUpti_CallbackData *cb) {
     case Role::Graph:
       if (!enter) on_graph_exit(drv, cb, rc);
       return;
+    case Role::Retain:
+      if (!enter && rc == CUDA_SUCCESS) {
+        CallArgs a;
+        if (decode(drv, drv, cb, CallResult::Ok, a) && ensure_active()) record_vmm_retain(a);
+      }
+      return;
   }
 }
 

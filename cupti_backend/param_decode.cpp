@@ -135,6 +135,11 @@ bool decode_driver_params(ApiId id, const void *params, bool ok, CallArgs &a) {
     case ApiId::cuMemRelease:
       a.addr = as<cuMemRelease_params>(params).handle;
       return true;
+    case ApiId::cuMemRetainAllocationHandle: {
+      const auto &p = as<cuMemRetainAllocationHandle_params>(params);
+      a.addr = (ok && p.handle) ? *p.handle : 0;
+      return true;
+    }
     case ApiId::cuMemMap:
       range<cuMemMap_params>(params, a);
       a.handle = as<cuMemMap_params>(params).handle;

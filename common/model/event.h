@@ -23,7 +23,19 @@ enum class Family : uint8_t {
 inline constexpr Family kLastFamily = Family::Graph;
 // Graph: a call that builds, instantiates, launches or destroys a CUDA graph,
 // or begins or ends a stream capture (shim/core/graph_mem.h).
-enum class Role : uint8_t { Alloc, Free, Teardown, Map, Unmap, Reserve, Unreserve, Release, Graph };
+// Retain: cuMemRetainAllocationHandle, one more reference to a VMM handle.
+enum class Role : uint8_t {
+  Alloc,
+  Free,
+  Teardown,
+  Map,
+  Unmap,
+  Reserve,
+  Unreserve,
+  Release,
+  Graph,
+  Retain
+};
 
 enum class ApiId : uint16_t {
 #define TS_API(id, name, layer, family, role) id,

@@ -33,6 +33,7 @@ class VmmMapTable {
   // The handle ended otherwise (context teardown): forget its release.
   void forget(uint64_t handle) { released_.erase(handle); }
   bool mapped(uint64_t handle) const { return maps_of_.count(handle) != 0; }
+  bool is_released(uint64_t handle) const { return released_.count(handle) != 0; }
   // Ascending by address.
   std::vector<VmmMap> list() const;
   // Released handles that mappings keep alive (a checkpoint carries them).

@@ -50,6 +50,12 @@ inline void free_returned(const FreeToken &t, CallResult r) {
   if (r != CallResult::Ok) recorder().undo_free(t);
 }
 
+// cuMemRetainAllocationHandle returned handle `c.addr` (only when it
+// succeeded): one more reference, balanced by a release.
+inline void record_vmm_retain(const CallArgs &c) {
+  if (c.result == CallResult::Ok && c.addr) recorder().on_vmm_retain(c.addr);
+}
+
 // VMM address-space calls (map, unmap, reserve, unreserve), only when they
 // succeeded: the timeline, and the mappings in force (Recorder::on_vmm_range).
 inline void record_vmm_range(const CallArgs &c) {

@@ -67,6 +67,7 @@ void Recorder::on_alloc(ApiId api, Family family, uint64_t addr, uint64_t size, 
   LiveRecord old{};
   if (!table_for(family).insert(r, &old)) counters().add_live(-static_cast<int64_t>(old.size));
   counters().add_live(static_cast<int64_t>(size));
+  if (family == Family::Vmm) forget_extra_refs(addr);
   if (history::enabled()) {
     Event e = make_event(Op::Alloc, api, family, t0, addr, size);
     e.stack = r.stack;
@@ -82,6 +83,17 @@ void Recorder::on_alloc(ApiId api, Family family, uint64_t addr, uint64_t size, 
 FreeToken Recorder::on_free(ApiId api, Family family, uint64_t addr, uint64_t) {
   uint64_t t0 = now_ns();
   FreeToken t;
+  if (family == Family::Vmm) {
+    // A retained reference's release: the handle lives on, nothing happened.
+    Guard g(misc_lock_);
+    auto it = vmm_extra_refs_.find(addr);
+    if (it != vmm_extra_refs_.end()) {
+      if (--it->second == 0) vmm_extra_refs_.erase(it);
+      t.known = t.balanced = true;
+      t.rec.addr = addr;
+      return t;
+    }
+  }
   if (family == Family::Vmm && vmm_.find(addr, &t.rec)) {
     bool now;
     {
@@ -169,6 +181,11 @@ void Recorder::end_interval() {
 
 void Recorder::undo_free(const FreeToken &t) {
   if (!t.known) return;
+  if (t.balanced) {
+    Guard g(misc_lock_);
+    ++vmm_extra_refs_[t.rec.addr];
+    return;
+  }
   if (history::enabled()) {
     // The free was already logged; the failed real free means it is live
     // again (for a VMM handle: unreleased again, in the replay too).
@@ -437,6 +454,35 @@ void Recorder::on_dump(DumpTrigger trigger) {
                              static_cast<uint64_t>(trigger)));
 }
 
+void Recorder::forget_extra_refs(uint64_t handle) {
+  Guard g(misc_lock_);
+  vmm_extra_refs_.erase(handle);
+}
+
+void Recorder::on_vmm_retain(uint64_t handle) {
+  LiveRecord rec{};
+  const bool tracked = vmm_.find(handle, &rec);
+  bool revived = false;
+  {
+    Guard g(misc_lock_);
+    if (tracked && vmm_maps_.is_released(handle)) {
+      vmm_maps_.unrelease(handle);
+      revived = true;
+    } else {
+      ++vmm_extra_refs_[handle];
+    }
+  }
+  if (revived && history::enabled()) {
+    // As a failed release (undo_free): live again, unreleased in the replay.
+    Event e = make_event(Op::Alloc, rec.api, rec.family, now_ns(), rec.addr, rec.size);
+    e.stack = rec.stack;
+    e.pystack = rec.pystack;
+    e.device = rec.device;
+    e.context = rec.context;
+    history::append(e);
+  }
+}
+
 void Recorder::on_vmm_range(Op op, uint64_t addr, uint64_t size, uint64_t handle) {
   uint64_t t0 = now_ns();
   // A mapping names its site: memory released while mapped leaks there.
@@ -605,6 +651,7 @@ void Recorder::reset_after_fork() {
   recovered_kept_ = 0;
   new (&invalid_frees_) std::vector<InvalidFree>();
   new (&vmm_maps_) VmmMapTable();
+  new (&vmm_extra_refs_) std::unordered_map<uint64_t, uint32_t>();
   graphs_.reset_after_fork();
   new (&step_samples_) std::vector<StepSample>();
   new (&window_samples_) std::vector<StepSample>();

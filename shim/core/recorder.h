@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <unordered_map>
 #include <vector>
 
 #include "common/model/analysis_input.h"
@@ -19,6 +20,7 @@ namespace torchseal {
 struct FreeToken {
   bool known = false;
   bool deferred = false;  // a VMM release that mappings keep alive: nothing was removed
+  bool balanced = false;  // a VMM release of a retained reference (rec.addr: the handle)
   LiveRecord rec{};
 };
 
@@ -58,6 +60,11 @@ class Recorder {
   // VMM address-space operations: they own no memory; maps and unmaps also
   // keep the current mappings, which place tensors in their handles.
   void on_vmm_range(Op op, uint64_t addr, uint64_t size, uint64_t handle);
+  // cuMemRetainAllocationHandle returned `handle`: one more reference to
+  // it, which a cuMemRelease balances without ending the handle (NCCL frees
+  // its buffers by retain, release, unmap, release). A handle the program
+  // had released while mapped is the program's again.
+  void on_vmm_retain(uint64_t handle);
 
   // CUDA graphs (graph_mem.h). A memory node added to `graph`: an
   // allocation node reserves [va, va + size), a free node frees va when
@@ -125,6 +132,8 @@ class Recorder {
   static void request_oom_dump(uint64_t t);
   StepSample sample_sites(uint64_t step, uint64_t t);
   LiveTable &table_for(Family f) { return f == Family::Vmm ? vmm_ : live_; }
+  // A handle value the driver hands out again starts with no extra refs.
+  void forget_extra_refs(uint64_t handle);
   // A free that missed the live tables: pre-existing memory (counted), or
   // false for an invalid free.
   bool free_preexisting(ApiId api, Family family, uint64_t addr, uint64_t t0);
@@ -139,6 +148,9 @@ class Recorder {
   size_t recovered_kept_ = 0;
   std::vector<InvalidFree> invalid_frees_;
   VmmMapTable vmm_maps_;  // under misc_lock_
+  // VMM handles' references beyond the one the live table (or, for a handle
+  // from before tracking, its unseen creator) holds; under misc_lock_.
+  std::unordered_map<uint64_t, uint32_t> vmm_extra_refs_;
   GraphMemTable graphs_;
   std::atomic<uint64_t> steps_{0};
   std::atomic<uint64_t> windows_{0};

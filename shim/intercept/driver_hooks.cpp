@@ -391,6 +391,20 @@ TS_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size
   return rc;
 }
 
+// VMM: a reference to the handle mapped at `addr` (recorded when it
+// succeeded; its release then balances it: Recorder::on_vmm_retain).
+TS_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr) {
+  TS_DRV_REAL(cuMemRetainAllocationHandle);
+  HookScope scope;
+  CUresult rc = real(handle, addr);
+  if (scope.record() && rc == CUDA_SUCCESS && handle) {
+    CallArgs c = call_args(ApiId::cuMemRetainAllocationHandle, *handle, 0);
+    c.result = torchseal::CallResult::Ok;
+    torchseal::record_vmm_retain(c);
+  }
+  return rc;
+}
+
 TS_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
                             CUmemGenericAllocationHandle handle, unsigned long long flags) {
   TS_DRV_REAL(cuMemMap);

@@ -256,18 +256,20 @@ CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessD
 CUresult CUDAAPI cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
 {
     SIM_REQUIRE_INIT();
-    if (!handle)
-        return CUDA_ERROR_INVALID_VALUE;
-    Lock lock(driver_mutex());
-    auto it = g_mappings->upper_bound(reinterpret_cast<uintptr_t>(addr));
-    if (it == g_mappings->begin())
-        return CUDA_ERROR_INVALID_VALUE;
-    --it;
-    if (reinterpret_cast<uintptr_t>(addr) >= it->first + it->second.size)
-        return CUDA_ERROR_INVALID_VALUE;
-    ++(*g_handles)[it->second.handle].user_refs;
-    *handle = it->second.handle;
-    return CUDA_SUCCESS;
+    SIM_TRACED(cuMemRetainAllocationHandle, handle, addr) {
+        if (!handle)
+            return CUDA_ERROR_INVALID_VALUE;
+        Lock lock(driver_mutex());
+        auto it = g_mappings->upper_bound(reinterpret_cast<uintptr_t>(addr));
+        if (it == g_mappings->begin())
+            return CUDA_ERROR_INVALID_VALUE;
+        --it;
+        if (reinterpret_cast<uintptr_t>(addr) >= it->first + it->second.size)
+            return CUDA_ERROR_INVALID_VALUE;
+        ++(*g_handles)[it->second.handle].user_refs;
+        *handle = it->second.handle;
+        return CUDA_SUCCESS;
+    } SIM_TRACED_END;
 }
 
 CUresult CUDAAPI cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop,
