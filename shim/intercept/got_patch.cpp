@@ -286,10 +286,8 @@ bool find_self() {
   return g_self != nullptr;
 }
 
-}  // namespace
-
-size_t patch_loaded_objects() {
-  std::lock_guard<std::mutex> lock(g_mutex);
+// Under g_mutex.
+size_t patch_locked() {
   if (!g_done) g_done = new std::unordered_set<uintptr_t>();
   if (!g_saved) g_saved = new std::unordered_map<uintptr_t, Saved>();
   if (!g_hooks) {
@@ -310,6 +308,13 @@ size_t patch_loaded_objects() {
   }
   g_patched.store(true, std::memory_order_release);
   return n;
+}
+
+}  // namespace
+
+size_t patch_loaded_objects() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return patch_locked();
 }
 
 bool patched() { return g_patched.load(std::memory_order_acquire); }
@@ -350,7 +355,11 @@ void patch_new_objects() {
     }
   }
   seen = now;
-  patch_loaded_objects();
+  std::lock_guard<std::mutex> lock(g_mutex);
+  // A detach's restore_all() may have run since the check above: patching
+  // again would send the process's calls through a finished shim.
+  if (!g_patched.load(std::memory_order_acquire)) return;
+  patch_locked();
 }
 
 size_t restore_all() {
