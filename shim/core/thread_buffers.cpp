@@ -413,10 +413,15 @@ void reset_after_fork() {
   if (t_buf) {
     t_buf->lock.reset_after_fork();
     t_buf->busy.store(0, std::memory_order_relaxed);
+    // The parent's writer may have been sealing this very buffer (swapping
+    // its vector out) at the fork: a fresh one, the old one abandoned.
+    new (&t_buf->bytes) EventBytes();
+    t_buf->bytes.resize(kFirstBufferBytes);
     t_buf->used = 0;
     t_buf->count = 0;
     s.bufs.push_back(t_buf);
   }
+  s.deferred_cuts = 0;
 }
 
 }  // namespace buffers
