@@ -11,7 +11,6 @@
 
 #include <atomic>
 #include <cstring>
-#include <mutex>
 
 #include "common/util/log.h"
 #include "shim/core/activation.h"
@@ -52,15 +51,17 @@ Wrapped *find_by_id(ApiId id) {
 }
 
 // The driver library that handed out `pfn`: every wrapped name is resolved
-// in it once, so later pointers can be recognised by address.
-std::mutex g_learn_mutex;
-void *g_learned_from = nullptr;
+// in it once, so later pointers can be recognised by address. No lock of
+// ours is held across the loader's calls (dlopen, dlsym take its lock, and a
+// library's constructor running under that lock can ask cuGetProcAddress,
+// which comes here): two threads may both resolve, and each slot takes the
+// first answer.
+std::atomic<void *> g_learned_from{nullptr};
 
 void learn_real_addresses(void *pfn) {
   Dl_info info;
   if (!dladdr(pfn, &info) || !info.dli_fname) return;
-  std::lock_guard<std::mutex> lock(g_learn_mutex);
-  if (g_learned_from == info.dli_fbase) return;
+  if (g_learned_from.load(std::memory_order_acquire) == info.dli_fbase) return;
   void *h = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
   if (!h) return;
   for (size_t i = 0; i < g_wrapped_count; ++i) {
@@ -69,7 +70,7 @@ void learn_real_addresses(void *pfn) {
     if (real && real != g_wrapped[i].wrapper)
       g_wrapped[i].real.compare_exchange_strong(expected, real);
   }
-  g_learned_from = info.dli_fbase;
+  g_learned_from.store(info.dli_fbase, std::memory_order_release);
   dlclose(h);
 }
 
