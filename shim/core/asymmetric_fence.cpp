@@ -22,13 +22,14 @@ void init() {
   g_membarrier.store(ok, std::memory_order_seq_cst);
 }
 
-void heavy() {
+bool heavy() {
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (!g_membarrier.load(std::memory_order_relaxed)) return;
-  // Once registered it cannot fail (membarrier(2)); should it, hot threads
-  // go back to full fences from their next light() on.
-  if (membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0)
-    g_membarrier.store(false, std::memory_order_seq_cst);
+  if (!g_membarrier.load(std::memory_order_relaxed)) return true;
+  // Once registered it cannot fail (membarrier(2)) unless something forbids
+  // the call since (seccomp): hot threads then go back to full fences.
+  if (membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0) return true;
+  g_membarrier.store(false, std::memory_order_seq_cst);
+  return false;
 }
 
 }  // namespace torchseal::asym

@@ -29,6 +29,11 @@ inline void light() {
     std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 
-void heavy();
+// False when the ordering could not be had this time: the membarrier
+// failed (a seccomp filter installed since registration), and the hot
+// threads go back to full fences from their next light() on, but one
+// already past a light() as a compiler barrier is not ordered now. The
+// caller tries again later.
+bool heavy();
 
 }  // namespace torchseal::asym

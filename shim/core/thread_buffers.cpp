@@ -341,23 +341,25 @@ std::vector<Sealed> cut(bool final) {
     // before its allocation: the reader only orders events within a pass.
     for (ThreadBuf *b : s.bufs) b->lock.lock();
     g_cutting.store(1, std::memory_order_relaxed);
-    asym::heavy();
+    // Unordered this time (asym::heavy): an append may be under way unseen.
+    const bool ordered = asym::heavy();
     // For the same reason a thread still inside an append after quiet()'s
     // wait puts the whole cut off to the next pass (the buffers handed over
     // stay queued): sealing the others without it could put a free it
     // handed on in this pass and the allocation in the next, a false leak.
     // A final cut (exit, crash) and one past kMaxDeferredCuts go on without
-    // it; its buffer waits for a later pass.
+    // it; its buffer waits for a later pass. A cut whose barrier failed is
+    // put off the same way: a busy mark may not be visible yet.
     std::vector<char> still(s.bufs.size());
     bool all_still = true;
     for (size_t i = 0; i < s.bufs.size(); ++i) all_still &= (still[i] = quiet(*s.bufs[i])) != 0;
-    if (!all_still && !final && s.deferred_cuts < kMaxDeferredCuts) {
+    if ((!all_still || !ordered) && !final && s.deferred_cuts < kMaxDeferredCuts) {
       ++s.deferred_cuts;
       g_cutting.store(0, std::memory_order_release);
       for (ThreadBuf *b : s.bufs) b->lock.unlock();
       return chunks;
     }
-    if (all_still) s.deferred_cuts = 0;
+    if (all_still && ordered) s.deferred_cuts = 0;
     chunks.swap(s.sealed);
     s.sealed_bytes = 0;
     s.backlog.store(0, std::memory_order_relaxed);
