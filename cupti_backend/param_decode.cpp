@@ -68,10 +68,7 @@ void launch(const void *params, CallArgs &a) {
   a.stream = u64(p.hStream);
 }
 
-}  // namespace
-
-bool decode_driver_params(ApiId id, const void *params, bool ok, CallArgs &a) {
-  if (!params) return false;
+bool decode_by_api(ApiId id, const void *params, bool ok, CallArgs &a) {
   switch (id) {
     case ApiId::cuMemAlloc_v2:
       device_alloc<cuMemAlloc_v2_params>(params, ok, a);
@@ -215,6 +212,14 @@ bool decode_driver_params(ApiId id, const void *params, bool ok, CallArgs &a) {
     default:
       return false;
   }
+}
+
+}  // namespace
+
+bool decode_driver_params(ApiId id, const void *params, bool ok, CallArgs &a) {
+  if (!params || !decode_by_api(id, params, ok, a)) return false;
+  a.stream = stream_of(id, a.stream);  // as call_args: a _ptsz call's 0
+  return true;
 }
 
 }  // namespace torchseal::cupti

@@ -10,6 +10,7 @@
 
 #include <cuda.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 
@@ -43,6 +44,29 @@ struct CallArgs {
   uint64_t exec = 0;     // CUgraphExec of an instantiation, launch or destroy
 };
 
+// The _ptsz entry points (code built for per-thread default streams) mean
+// the calling thread's per-thread stream by stream 0, not the legacy one,
+// and that stream can be captured: the capture is asked about, and the
+// stream recorded, as CU_STREAM_PER_THREAD.
+namespace call_detail {
+// By ApiId, computed once at compile time (the hot path pays one load).
+inline constexpr auto kPerThreadStream = [] {
+  std::array<bool, static_cast<size_t>(ApiId::Count)> a{};
+  for (size_t i = 0; i < a.size(); ++i) a[i] = kApiTable[i].name.ends_with("_ptsz");
+  return a;
+}();
+}  // namespace call_detail
+constexpr bool per_thread_default_stream(ApiId api) {
+  return api < ApiId::Count && call_detail::kPerThreadStream[static_cast<size_t>(api)];
+}
+static_assert(per_thread_default_stream(ApiId::cudaMallocAsync_ptsz) &&
+              !per_thread_default_stream(ApiId::cudaMallocAsync));
+inline uint64_t stream_of(ApiId api, uint64_t stream) {
+  return stream == 0 && per_thread_default_stream(api)
+             ? reinterpret_cast<uint64_t>(CU_STREAM_PER_THREAD)
+             : stream;
+}
+
 // A call of `api` with the family the API table gives it.
 inline CallArgs call_args(ApiId api, uint64_t addr = 0, uint64_t size = 0, uint64_t stream = 0,
                           CallResult result = CallResult::Ok) {
@@ -52,7 +76,7 @@ inline CallArgs call_args(ApiId api, uint64_t addr = 0, uint64_t size = 0, uint6
   c.result = result;
   c.addr = addr;
   c.size = size;
-  c.stream = stream;
+  c.stream = stream_of(api, stream);
   return c;
 }
 

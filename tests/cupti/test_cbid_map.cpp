@@ -119,6 +119,28 @@ int main(int argc, char **argv) {
     expect(ok.addr == 0x1000 && ok.size == 1024 * 16, "pitch allocation size");
     expect(failed.addr == 0 && failed.size == 1000 * 16, "failed pitch: requested bytes, no addr");
   }
+  // A _ptsz entry point's stream 0 is the calling thread's per-thread
+  // default stream (which can be captured), in both backends' terms.
+  {
+    struct {
+      CUdeviceptr *dptr;
+      size_t bytesize;
+      CUstream hStream;
+    } p{nullptr, 256, nullptr};
+    CallArgs pt, legacy, named;
+    decode_driver_params(ApiId::cuMemAllocAsync_ptsz, &p, false, pt);
+    decode_driver_params(ApiId::cuMemAllocAsync, &p, false, legacy);
+    p.hStream = reinterpret_cast<CUstream>(0x1234);
+    decode_driver_params(ApiId::cuMemAllocAsync_ptsz, &p, false, named);
+    expect(pt.stream == reinterpret_cast<uint64_t>(CU_STREAM_PER_THREAD),
+           "_ptsz stream 0: the per-thread stream");
+    expect(legacy.stream == 0, "stream 0: the legacy stream");
+    expect(named.stream == 0x1234, "_ptsz named stream kept");
+    expect(call_args(ApiId::cudaFreeAsync_ptsz, 1, 0, 0).stream ==
+               reinterpret_cast<uint64_t>(cudaStreamPerThread),
+           "hooks: cudaFreeAsync_ptsz stream 0");
+    expect(call_args(ApiId::cudaFreeAsync, 1, 0, 0).stream == 0, "hooks: cudaFreeAsync stream 0");
+  }
   if (g_failures) {
     std::printf("%d failure(s)\n", g_failures);
     return 1;
