@@ -18,6 +18,7 @@ namespace clock_detail {
 Line g_line;
 std::atomic<int> g_mode{kUnknown};
 __thread ThreadLine t_line __attribute__((tls_model("initial-exec")));
+std::atomic<bool> g_updating{false};
 
 namespace {
 
@@ -59,7 +60,6 @@ bool invariant_tsc() { return false; }
 bool kernel_uses_tsc() { return false; }
 #endif
 
-std::atomic<bool> g_updating{false};
 // The first sample, for a slope over an ever longer baseline.
 uint64_t g_base_tsc = 0, g_base_ns = 0;
 
@@ -176,6 +176,22 @@ __attribute__((noinline)) uint64_t slow_now() {
 }
 
 }  // namespace
+
+void after_fork_child() {
+  // Only the forking thread goes on. Another thread of the parent may have
+  // been re-anchoring: its flag would stay set (the line never re-anchored
+  // again, only extrapolated), and a publish it had begun half done (every
+  // stamp failing its reads into clock_gettime).
+  g_updating.store(false, std::memory_order_relaxed);
+  uint32_t s = g_line.seq.load(std::memory_order_relaxed);
+  if (!(s & 1)) return;
+  g_line.seq.store(s + 1, std::memory_order_relaxed);
+  // Its fields may be of two lines; the slope is one word, of either: a new
+  // line through now with it.
+  uint64_t mult = g_line.mult.load(std::memory_order_relaxed);
+  if (g_mode.load(std::memory_order_relaxed) == kTsc && mult)
+    set_line(ticks(), mono_ns(), static_cast<double>(mult) / 4294967296.0);
+}
 
 uint64_t now_ns_slow() {
   if (g_mode.load(std::memory_order_acquire) != kTsc) return slow_now();

@@ -41,6 +41,8 @@ struct ThreadLine {
   uint64_t anchor_tsc, anchor_ns, mult, window;
 };
 extern __thread ThreadLine t_line __attribute__((tls_model("initial-exec")));
+// Set by the thread re-anchoring the line (or calibrating).
+extern std::atomic<bool> g_updating;
 
 // Everything but a stamp inside this thread's copy: calibration, the syscall
 // clock, the copy (re)made, a re-anchor that is due.
@@ -63,5 +65,11 @@ inline uint64_t now_ns() {
 
 // Whether now_ns() reads the TSC (false: clock_gettime on every call).
 bool clock_uses_tsc();
+
+// Child side of fork: frees the line from a re-anchor another thread of the
+// parent was making.
+namespace clock_detail {
+void after_fork_child();
+}
 
 }  // namespace torchseal

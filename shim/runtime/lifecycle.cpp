@@ -30,6 +30,7 @@
 #include "common/symbols/runtime_libs.h"
 #include "common/symbols/symbolizer.h"
 #include "common/util/log.h"
+#include "shim/core/fast_clock.h"
 #include "shim/core/recorder.h"
 #include "shim/core/unwind/unwinder.h"
 #include "shim/runtime/holder_scan/safe_points.h"
@@ -72,6 +73,7 @@ std::mutex g_first_record_mutex;  // reset in a forked child (see after_fork_chi
 
 void after_fork_child() {
   new (&g_first_record_mutex) std::mutex();
+  clock_detail::after_fork_child();
   unwinder_after_fork();
   recorder().reset_after_fork();
   py::reset_after_fork();

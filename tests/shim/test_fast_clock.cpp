@@ -1,6 +1,8 @@
 // The shim's event clock (shim/core/fast_clock.h) against CLOCK_MONOTONIC.
 #include <pthread.h>
 #include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <time.h>
 
 #include <catch2/catch.hpp>
@@ -140,4 +142,39 @@ TEST_CASE("stamps from a signal handler interrupting stamps") {
   CHECK(g_handler_stamps.load() > 100);
   CHECK(worst < 200'000);
   CHECK(g_handler_worst.load() < 200'000);
+}
+
+// Forked while another thread of the parent re-anchored the line (its flag
+// set, its publish half done): the child's clock re-anchors all the same.
+TEST_CASE("a child forked in the middle of a re-anchor re-anchors its line") {
+  using namespace torchseal::clock_detail;
+  for (uint64_t end = mono() + 100'000'000; !torchseal::clock_uses_tsc() && mono() < end;)
+    torchseal::now_ns();
+  if (!torchseal::clock_uses_tsc()) {
+    WARN("the clock does not read the TSC here: nothing to re-anchor");
+    return;
+  }
+  const uint32_t seq = g_line.seq.load();
+  g_updating.store(true);
+  g_line.seq.store(seq + 1);  // a publish under way
+  pid_t pid = fork();
+  if (pid == 0) {
+    after_fork_child();  // what the shim's atfork child handler runs
+    int code = 0;
+    uint32_t s0 = g_line.seq.load();
+    if (s0 & 1) code |= 1;
+    usleep(300'000);  // past the line's window: the next stamp re-anchors
+    uint64_t before = mono();
+    uint64_t t = torchseal::now_ns();
+    uint64_t after = mono();
+    if (g_line.seq.load() == s0) code |= 2;
+    if (gap(before, t) > 200'000 || gap(t, after) > 200'000) code |= 4;
+    _exit(code);
+  }
+  g_line.seq.store(seq);
+  g_updating.store(false);
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);  // 1: half-published line, 2: never re-anchored, 4: off
 }
