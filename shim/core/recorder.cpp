@@ -11,6 +11,7 @@
 #include "common/model/run_summary.h"
 #include "common/symbols/module_map.h"  // is_internal_module
 #include "common/util/log.h"
+#include "shim/core/activation.h"
 #include "shim/core/counters.h"
 #include "shim/core/mark_labels.h"
 #include "shim/core/python/python_frames.h"
@@ -423,6 +424,17 @@ StepSample Recorder::sample_sites(uint64_t step, uint64_t t) {
   return s;
 }
 
+namespace {
+// An append the shim makes outside any hook (a step, a mark, a dump): a CUDA
+// call that a signal handler makes meanwhile counts as nested, as inside a
+// hook, so it never appends into this thread's half-written event.
+void append_outside_hook(const Event &e) {
+  ++hook_detail::t_depth;
+  history::append(e);
+  --hook_detail::t_depth;
+}
+}  // namespace
+
 void Recorder::on_step(bool window) {
   // A time window that ends while Python tears down would sample what the
   // teardown freed (the series ending in 0 hid steady growth), not what
@@ -431,8 +443,8 @@ void Recorder::on_step(bool window) {
   uint64_t t = now_ns();
   uint64_t n = (window ? windows_ : steps_).fetch_add(1, std::memory_order_relaxed) + 1;
   if (history::enabled())
-    history::append(make_event(Op::Step, ApiId::Unknown, Family::None, t, 0,
-                               window ? (n | kWindowStepBit) : n));
+    append_outside_hook(make_event(Op::Step, ApiId::Unknown, Family::None, t, 0,
+                                   window ? (n | kWindowStepBit) : n));
   StepSample s = sample_sites(n, t);
   Guard g(misc_lock_);
   // Bounded series: past the cap, every other sample is dropped, so a long
@@ -445,13 +457,13 @@ void Recorder::on_mark(const char *label) {
   if (!history::enabled()) return;
   uint64_t t = now_ns();
   if (uint32_t id = history::intern_label(label))
-    history::append(make_event(Op::Mark, ApiId::Unknown, Family::None, t, 0, id));
+    append_outside_hook(make_event(Op::Mark, ApiId::Unknown, Family::None, t, 0, id));
 }
 
 void Recorder::on_dump(DumpTrigger trigger) {
   if (!history::enabled()) return;
-  history::append(make_event(Op::Dump, ApiId::Unknown, Family::None, now_ns(), 0,
-                             static_cast<uint64_t>(trigger)));
+  append_outside_hook(make_event(Op::Dump, ApiId::Unknown, Family::None, now_ns(), 0,
+                                 static_cast<uint64_t>(trigger)));
 }
 
 void Recorder::forget_extra_refs(uint64_t handle) {
