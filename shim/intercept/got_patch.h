@@ -17,9 +17,9 @@
 namespace torchseal::got {
 
 // Rewrites the CUDA entries of every loaded object but the shim, the
-// dynamic linker and libc, and routes their later dlopen calls through us so
-// libraries loaded afterwards are patched too. Returns how many entries
-// were rewritten. Idempotent.
+// dynamic linker and libc. Libraries loaded afterwards are patched by the
+// writer's next pass (patch_new_objects): calls they make before it are not
+// seen. Returns how many entries were rewritten. Idempotent.
 size_t patch_loaded_objects();
 
 // Whether the patch was applied (the hooks record, not CUPTI).
