@@ -24,6 +24,7 @@
 
 #include "common/util/py_literal.h"
 #include "report/analysis/growth.h"
+#include "common/util/path_name.h"
 #include "report/cli/attach_ptrace.h"
 #include "report/cli/attach_target.h"
 #include "report/cli/commands.h"
@@ -63,13 +64,6 @@ double parse_duration(const std::string &text) {
   double scale = unit.empty() || unit == "s" ? 1 : unit == "m" ? 60 : unit == "h" ? 3600 : -1;
   if (scale < 0 || !(v > 0) || !std::isfinite(v)) return -1;
   return v * scale;
-}
-
-std::string absolute(const std::string &p) {
-  if (!p.empty() && p[0] == '/') return p;
-  char cwd[PATH_MAX];
-  if (!getcwd(cwd, sizeof cwd)) return p;
-  return std::string(cwd) + "/" + p;
 }
 
 std::string version_text(unsigned hex) {
@@ -241,7 +235,7 @@ int attach_process(const AttachOptions &opts) {
     return kExitUnusable;
   }
   const std::string prefix =
-      absolute(opts.output.empty() ? "torchseal-attach-" + std::to_string(pid) : opts.output);
+      absolute_path(opts.output.empty() ? "torchseal-attach-" + std::to_string(pid) : opts.output);
 
   // The private directory the shim reports through, owned by the target's
   // user (a root attach to another user's process). /tmp, not our $TMPDIR:

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <set>
 
+#include "common/util/path_name.h"
 #include "report/cli/commands.h"
 
 namespace torchseal::cli {
@@ -202,9 +203,14 @@ bool make_run_dir(std::string &dir, std::string &error) {
     error = "cannot create a report directory under " + base + ": " + std::strerror(errno);
     return false;
   }
-  dir = buf.data();
+  // Absolute: every process resolves the prefix against its own working
+  // directory, and one that changed it would write where no check looks.
+  char *abs = realpath(buf.data(), nullptr);
+  dir = abs ? abs : buf.data();
+  std::free(abs);
   return true;
 }
+
 
 // TORCHSEAL_OUTPUT template -> glob of the P.json files it can produce.
 std::string template_glob(const std::string &tmpl) {
@@ -323,7 +329,7 @@ int run_and_check(const RunOptions &opts, const std::string &tmpl) {
   time_t started = time(nullptr);
   int status = run_child(opts.command);
   if (status != 0) {
-    std::fprintf(stderr, "torchseal: %s exited with status %d; reports not checked\\n",
+    std::fprintf(stderr, "torchseal: %s exited with status %d; reports not checked\n",
                  opts.command[0].c_str(), status);
     return status;
   }
@@ -333,7 +339,7 @@ int run_and_check(const RunOptions &opts, const std::string &tmpl) {
     // that never call CUDA. Say so loudly rather than pass silently.
     std::fprintf(stderr,
                  "torchseal: warning: no reports matching %s were written (no CUDA "
-                 "activity?); nothing to check\\n",
+                 "activity?); nothing to check\n",
                  template_glob(tmpl).c_str());
     return kExitOk;
   }
@@ -405,6 +411,8 @@ int run_command(const RunOptions &opts) {
     } else if (output.find("%p") == std::string::npos) {
       print_error("--fail-on-leak needs %p in --output (each process writes its own report)");
       return kExitUnusable;
+    } else {
+      output = absolute_path(output);  // as the run directory (make_run_dir)
     }
   }
   bool ok = set_env("LD_PRELOAD", preload, error) && set_setting_variables(opts, output, error) &&

@@ -257,6 +257,24 @@ def t_run_fail_on_leak(tmp):
     CHECK.true("run --fail-on-leak prints the sites", names_in(p.stdout) == set(PLANTED), p.stdout)
     p = run([CLI, "run", "--fail-on-leak", "--", binary("no_leaks")], env=env)
     CHECK.true("clean command -> 0", p.returncode == 0, p.stdout + p.stderr)
+    # A process that works in another directory writes where the check
+    # looks: the reports' prefix is absolute (a relative one went elsewhere).
+    elsewhere = os.path.join(tmp, "elsewhere")
+    os.makedirs(elsewhere)
+    p = run([CLI, "run", "--fail-on-leak", "--", "sh", "-c",
+             "cd %s && exec %s" % (elsewhere, binary("planted_leaks"))], env=env)
+    CHECK.true("a leaking command run from another directory -> 1", p.returncode == 1,
+               p.stdout + p.stderr)
+    CHECK.eq("and nothing was written where it ran", os.listdir(elsewhere), [])
+    os.makedirs(os.path.join(tmp, "rel"))
+    p = run([CLI, "run", "--fail-on-leak", "-o", "rel/r-%p", "--", "sh", "-c",
+             "cd %s && exec %s" % (elsewhere, binary("planted_leaks"))], env=env)
+    CHECK.true("the same with a relative --output -> 1", p.returncode == 1, p.stdout + p.stderr)
+    CHECK.true("its report is under the relative path from the CLI's directory",
+               any(f.endswith(".json") for f in os.listdir(os.path.join(tmp, "rel"))),
+               os.listdir(os.path.join(tmp, "rel")))
+    CHECK.true("the warnings end in a newline, not a literal \\n",
+               "\\n" not in p.stderr, p.stderr)
     p = run([CLI, "run", "--fail-on-leak", "--", "sh", "-c", "exit 3"], env=env)
     CHECK.true("failing command's status passes through", p.returncode == 3, p.returncode)
     p = run([CLI, "run", "--fail-on-leak", "--", "sh", "-c",
