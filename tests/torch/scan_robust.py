@@ -23,6 +23,9 @@ config) trained on the CPU, a leaky list of CUDA tensors beside it: the
 scans import nothing, succeed, name the list; the scan times are printed
 (docs/holders.md, "Cost"). Skips when transformers is not installed.
 
+forked: a process that used CUDA forks a child that leaves through
+sys.exit: the child runs no holder scan (it inherited the atexit hook).
+
 gpt2-tensors: a GPT-2 trained on the GPU in tensors mode: its parameters and
 AdamW state are reachable and it exits 0 under --exit-code 23; its leaky twin
 (`logits_log.append(out.logits)`) grows, held by `logits_log`, with a hint at
@@ -374,6 +377,42 @@ def scenario_gpt2():
     done()
 
 
+FORKED = '''\
+import os, sys
+import torch
+import torchseal
+
+kept = [torch.ones(1 << 16, device="cuda")]
+torchseal.step()
+torchseal.step()
+sys.stdout.flush()
+pid = os.fork()
+if pid == 0:
+    print("child exiting", flush=True)
+    sys.exit(0)  # the child runs the inherited atexit hooks
+os.waitpid(pid, 0)
+print("parent: child done", flush=True)
+'''
+
+
+def scenario_forked():
+    py = prerequisites()
+    with tempfile.TemporaryDirectory(prefix="tseal-scan-") as tmp:
+        p, out = run_cli(py, FORKED, tmp, "forked", "tensors", extra={"TORCHSEAL_LOG": "debug"})
+        CHECK.eq("the program exits 0", p.returncode, 0, p.stdout[-2000:])
+        lines = p.stdout.splitlines()
+        try:
+            child = lines[lines.index("child exiting"):lines.index("parent: child done")]
+        except ValueError:
+            child = None
+        CHECK.true("the child ran and the parent saw it end", child is not None, p.stdout[-2000:])
+        CHECK.eq("the forked child, leaving through sys.exit, scans nothing",
+                 [l for l in child or [] if "holder scan" in l], [])
+        CHECK.true("the parent's own scans ran (steps, exit)", len(scan_lines(p.stdout)) >= 2,
+                   p.stdout[-2000:])
+    done()
+
+
 def main():
     s = sys.argv[1] if len(sys.argv) > 1 else ""
     t0 = time.time()
@@ -386,6 +425,8 @@ def main():
             scenario_transformers()
         if s == "gpt2-tensors":
             scenario_gpt2()
+        if s == "forked":
+            scenario_forked()
     finally:
         print(f"({s}: {time.time() - t0:.1f}s)")
     print(__doc__)

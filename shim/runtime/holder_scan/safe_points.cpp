@@ -552,6 +552,11 @@ void reset_after_fork() {
   // The parent's state is abandoned, not destroyed: its lock may be held.
   new (&S()) State();
   g_scanning = false;
+  // No scans in the child: its parent has initialised CUDA, which a forked
+  // child cannot use, so it records nothing and writes no report; an exit
+  // scan there (a child leaving through sys.exit) would walk the whole
+  // inherited heap, touching every page of it, for nothing.
+  g_on.store(false);
 }
 
 }  // namespace torchseal::holders
