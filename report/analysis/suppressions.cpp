@@ -150,6 +150,11 @@ void apply_suppressions(Report &r, const Suppressions &s) {
   }
   r.leaks = std::move(kept);
   r.summary.leak_sites = r.leaks.size();
+  // As in-process (analysis.cpp): a suppressed site's growth, and a growing
+  // graph allocated there, do not count either.
+  std::erase_if(r.growth, [&](const GrowthEntry &g) {
+    return s.match(g.frames, g.python_frames) != nullptr;
+  });
 }
 
 }  // namespace torchseal

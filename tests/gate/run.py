@@ -137,6 +137,19 @@ def t_suppressions(tmp):
     CHECK.true("report --suppressions on P.tseal",
                p.returncode == 0 and json.loads(p.stdout)["summary"]["leaked_bytes"] == 786432,
                p.stdout[-400:] + p.stderr)
+    # Growth at a suppressed site does not count either, whether the report
+    # or the history is checked (the report's growth stayed before).
+    steps = record(tmp, "nvtx_steps", "n", {"TORCHSEAL_STEP_RANGE": "train_step"})
+    gsupp = os.path.join(tmp, "growth.supp")
+    with open(gsupp, "w") as f:
+        f.write("leak:train_step\n")
+    for what, path in (("P.json", steps), ("P.tseal", steps[:-5] + ".tseal")):
+        p = ts("check", "--max-growth-bytes-per-step", "1", path)
+        CHECK.true("%s: the growing site fails the growth limit" % what, p.returncode == 1,
+                   p.stdout + p.stderr)
+        p = ts("check", "--max-growth-bytes-per-step", "1", "--suppressions", gsupp, path)
+        CHECK.true("%s: suppressed, neither its leak nor its growth counts" % what,
+                   p.returncode == 0, p.stdout + p.stderr)
     # A broken file in-process: one line, and the run goes on unsuppressed.
     bad = os.path.join(tmp, "bad.supp")
     with open(bad, "w") as f:
