@@ -28,12 +28,12 @@ std::vector<int> lines_of(const SiteView &s) {
 
 // Sum of line moves, or -1 when some frame moved more than kLineSlack (or
 // lost/gained its line info).
-long line_distance(const std::vector<int> &a, const std::vector<int> &b) {
+long line_distance(const std::vector<int> &a, const std::vector<int> &b, int slack) {
   long total = 0;
   for (size_t i = 0; i < a.size(); ++i) {
     if ((a[i] == 0) != (b[i] == 0)) return -1;
     long d = std::labs(long(a[i]) - long(b[i]));
-    if (d > kLineSlack) return -1;
+    if (d > slack) return -1;
     total += d;
   }
   return total;
@@ -75,7 +75,8 @@ std::string site_chain(const SiteView &s) {
   return key;
 }
 
-std::vector<long> match_sites(const std::vector<SiteView> &a, const std::vector<SiteView> &b) {
+std::vector<long> match_sites(const std::vector<SiteView> &a, const std::vector<SiteView> &b,
+                              int slack) {
   std::vector<long> result(b.size(), -1);
   std::map<std::string, std::vector<size_t>> a_by_chain;
   for (size_t i = 0; i < a.size(); ++i) a_by_chain[site_chain(a[i])].push_back(i);
@@ -91,7 +92,7 @@ std::vector<long> match_sites(const std::vector<SiteView> &a, const std::vector<
     if (it == a_by_chain.end()) continue;
     std::vector<int> bl = lines_of(b[j]);
     for (size_t i : it->second) {
-      long d = line_distance(a_lines[i], bl);
+      long d = line_distance(a_lines[i], bl, slack);
       if (d >= 0) pairs.emplace_back(d, j, i);
     }
   }

@@ -43,7 +43,10 @@ SiteView site_view(const GrowthEntry &e, std::string extra = {});
 std::string site_chain(const SiteView &s);
 
 // For every site in `b`, the index of its match in `a`, or -1 (rules 2-4).
-std::vector<long> match_sites(const std::vector<SiteView> &a, const std::vector<SiteView> &b);
+// `slack` 0: lines must be equal (reports of one build: the ranks a merge
+// adds up, where two lines of one function are two sites).
+std::vector<long> match_sites(const std::vector<SiteView> &a, const std::vector<SiteView> &b,
+                              int slack = kLineSlack);
 
 // "function file:line" of the frame a user should look at: the innermost
 // Python frame outside torch's package and the standard library when there

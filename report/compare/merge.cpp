@@ -110,7 +110,7 @@ MergedReport merge_reports(const std::vector<Report> &inputs) {
       std::vector<SiteView> have, mine;
       for (const LeakEntry &e : out.leaks) have.push_back(site_view(e, leak_extra(e)));
       for (const LeakEntry &e : r.leaks) mine.push_back(site_view(e, leak_extra(e)));
-      std::vector<long> match = match_sites(have, mine);
+      std::vector<long> match = match_sites(have, mine, 0);  // one build: equal lines
       for (size_t j = 0; j < r.leaks.size(); ++j) {
         size_t idx;
         if (match[j] >= 0) {
@@ -131,7 +131,7 @@ MergedReport merge_reports(const std::vector<Report> &inputs) {
       std::vector<SiteView> have, mine;
       for (const GrowthEntry &e : out.growth) have.push_back(site_view(e));
       for (const GrowthEntry &e : r.growth) mine.push_back(site_view(e));
-      std::vector<long> match = match_sites(have, mine);
+      std::vector<long> match = match_sites(have, mine, 0);  // one build: equal lines
       for (size_t j = 0; j < r.growth.size(); ++j) {
         const GrowthEntry &g = r.growth[j];
         size_t idx;

@@ -2,6 +2,7 @@
 
 #include "report/analysis/site.h"
 #include "report/analysis/site_match.h"
+#include "report/compare/merge.h"
 
 using namespace torchseal;
 
@@ -119,4 +120,29 @@ TEST_CASE("diff matches a site across runs whose unsymbolized frame moved with A
   REQUIRE(m.size() == 1);
   CHECK(m[0] == 0);
   CHECK(site_chain(va[0]) == site_chain(vb[0]));
+}
+
+TEST_CASE("a merge adds up a site across ranks, but two lines of one function stay two", "[site]") {
+  auto entry = [](int line) {
+    LeakEntry e;
+    e.kind = "device";
+    e.api = "cudaMalloc";
+    e.bytes = 4096;
+    e.allocations = 1;
+    e.frames = {frame("train", "/bin/app", "train.cpp", line, 0x4000 + uint64_t(line))};
+    return e;
+  };
+  Report r0, r1, r2;
+  r0.leaks = {entry(10)};
+  r1.leaks = {entry(40)};  // a new leak 30 lines below a known one
+  r2.leaks = {entry(10)};
+  MergedReport m = merge_reports({r0, r1, r2});
+  REQUIRE(m.report.leaks.size() == 2);
+  CHECK(m.report.leaks[0].bytes == 8192);
+  CHECK(m.report.leaks[0].frames.at(0).line == 10);
+  CHECK(m.report.leaks[1].frames.at(0).line == 40);
+  // Across builds (diff, baseline) a line that moved is still the site.
+  std::vector<SiteView> va{site_view(r0.leaks[0])}, vb{site_view(r1.leaks[0])};
+  CHECK(match_sites(va, vb)[0] == 0);
+  CHECK(match_sites(va, vb, 0)[0] == -1);
 }
