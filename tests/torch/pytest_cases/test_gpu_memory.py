@@ -40,3 +40,18 @@ def test_peak_over_its_limit():
 def test_failing_assertion_stays_a_failure():
     x = torch.ones(4, device="cuda")
     assert x.numel() == 5
+
+
+@pytest.fixture
+def dumps_fail():
+    """Makes the plugin's dumps fail from the call on (a full disk turns the
+    output off); put back at teardown, after the plugin's dump."""
+    import torchseal
+    real = torchseal.dump
+    yield lambda: setattr(torchseal, "dump", lambda *a, **k: False)
+    torchseal.dump = real
+
+
+def test_unreadable_dump_is_not_checked(dumps_fail):
+    kept.append(torch.ones(256 * 1024, device="cuda"))  # kept, but nothing says so
+    dumps_fail()
