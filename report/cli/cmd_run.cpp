@@ -260,6 +260,31 @@ std::vector<std::string> collect_reports(const std::string &tmpl, time_t since) 
   return out;
 }
 
+// Processes that recorded (a history) but wrote no exit report: ended by
+// _exit/os._exit or killed. Nothing of theirs can be checked; said loudly.
+size_t warn_unreported(const std::string &tmpl, time_t since) {
+  size_t n = 0;
+  std::string g = template_glob(tmpl);
+  g = g.substr(0, g.size() - 5) + ".tseal";  // ".json" -> ".tseal"
+  glob_t found{};
+  if (glob(g.c_str(), 0, nullptr, &found) == 0) {
+    for (size_t i = 0; i < found.gl_pathc; ++i) {
+      std::string history = found.gl_pathv[i];
+      std::string report = history.substr(0, history.size() - 6) + ".json";
+      struct stat st;
+      if (stat(history.c_str(), &st) != 0 || st.st_mtime < since) continue;
+      if (access(report.c_str(), F_OK) == 0) continue;
+      std::fprintf(stderr,
+                   "torchseal: warning: a process ended without its exit report (_exit, "
+                   "os._exit or a signal); its leaks were not checked: %s\n",
+                   history.c_str());
+      ++n;
+    }
+  }
+  globfree(&found);
+  return n;
+}
+
 volatile sig_atomic_t g_child = 0;
 
 void forward_signal(int sig) {
@@ -334,7 +359,9 @@ int run_and_check(const RunOptions &opts, const std::string &tmpl) {
     return status;
   }
   std::vector<std::string> reports = collect_reports(tmpl, started);
+  const size_t unreported = warn_unreported(tmpl, started);
   if (reports.empty()) {
+    if (unreported) return kExitOk;  // said above
     // Nothing to gate: the shim stays inert (writes nothing) in processes
     // that never call CUDA. Say so loudly rather than pass silently.
     std::fprintf(stderr,

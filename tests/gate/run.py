@@ -288,6 +288,15 @@ def t_run_fail_on_leak(tmp):
                os.listdir(os.path.join(tmp, "rel")))
     CHECK.true("the warnings end in a newline, not a literal \\n",
                "\\n" not in p.stderr, p.stderr)
+    # A process killed (or ended by _exit) writes no exit report: said, not
+    # passed over in silence.
+    p = run([CLI, "run", "--fail-on-leak", "--", "sh", "-c",
+             "timeout -s KILL 3 %s 100000000 >/dev/null; exit 0" % binary("nvtx_steps")],
+            env=env)
+    CHECK.true("a process killed before its exit report: one warning naming its history",
+               p.returncode == 0 and len(re.findall(
+                   r"ended without its exit report .*; its leaks were not checked: \S+\.tseal\n",
+                   p.stderr)) == 1 and "no CUDA activity" not in p.stderr, p.stderr)
     p = run([CLI, "run", "--fail-on-leak", "--", "sh", "-c", "exit 3"], env=env)
     CHECK.true("failing command's status passes through", p.returncode == 3, p.returncode)
     p = run([CLI, "run", "--fail-on-leak", "--", "sh", "-c",
