@@ -307,7 +307,12 @@ class _Search:
     def add_frame_locals(self, frame, parent, where):
         name, pos = _frame_text(frame)
         loc = frame.f_locals
-        if type(loc) is dict and frame.f_code.co_flags & 1:  # CO_OPTIMIZED: a snapshot
+        # CO_OPTIMIZED: a snapshot, cleared after the scan. Not a traced
+        # frame's (pdb, debugpy): the tracer writes its snapshot back into the
+        # frame's variables when its callback returns, and a scan inside that
+        # callback (a dump typed at the debugger's prompt) would unbind them.
+        if (type(loc) is dict and frame.f_code.co_flags & 1 and frame.f_trace is None
+                and sys.gettrace() is None):
             self.snapshots.append(loc)
         items = list(_dict_items(loc) if type(loc) is dict else loc.items())
         for var, val in items:

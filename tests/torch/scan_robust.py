@@ -23,6 +23,9 @@ config) trained on the CPU, a leaky list of CUDA tensors beside it: the
 scans import nothing, succeed, name the list; the scan times are printed
 (docs/holders.md, "Cost"). Skips when transformers is not installed.
 
+traced: a dump from a tracer's callback (a debugger's prompt) leaves the
+traced frame's variables bound.
+
 forked: a process that used CUDA forks a child that leaves through
 sys.exit: the child runs no holder scan (it inherited the atexit hook).
 
@@ -395,6 +398,47 @@ print("parent: child done", flush=True)
 '''
 
 
+TRACED = '''\
+import sys
+import torch
+import torchseal
+
+x0 = torch.ones(4, device="cuda")
+
+
+def tracer(frame, event, arg):
+    # A debugger's prompt: `torchseal.dump()` typed while stopped at a line.
+    if event == "line" and frame.f_code.co_name == "work" and frame.f_lineno == STOP:
+        torchseal.dump()
+    return tracer
+
+
+def work():
+    kept_local = [torch.ones(16, device="cuda")]
+    marker = 1  # STOP
+    return len(kept_local) + marker
+
+
+STOP = next(i for i, l in enumerate(open(__file__), 1) if l.rstrip().endswith("# " + "STOP"))
+sys.settrace(tracer)
+r = work()
+sys.settrace(None)
+print("work returned", r, flush=True)
+'''
+
+
+def scenario_traced():
+    py = prerequisites()
+    with tempfile.TemporaryDirectory(prefix="tseal-scan-") as tmp:
+        p, out = run_cli(py, TRACED, tmp, "traced", "tensors", extra={"TORCHSEAL_LOG": "debug"})
+        CHECK.true("a dump from a tracer's callback scanned", len(scan_lines(p.stdout)) >= 1,
+                   p.stdout[-2000:])
+        CHECK.true("the traced frame keeps its variables (3.10-3.12 wrote the scan's emptied "
+                   "snapshot back)", "work returned 2" in p.stdout, p.stdout[-2000:])
+        CHECK.eq("the program exits 0", p.returncode, 0)
+    done()
+
+
 def scenario_forked():
     py = prerequisites()
     with tempfile.TemporaryDirectory(prefix="tseal-scan-") as tmp:
@@ -427,6 +471,8 @@ def main():
             scenario_gpt2()
         if s == "forked":
             scenario_forked()
+        if s == "traced":
+            scenario_traced()
     finally:
         print(f"({s}: {time.time() - t0:.1f}s)")
     print(__doc__)
