@@ -754,6 +754,45 @@ def _failure(e, stage):
                       _clean("%s (while %s)" % (where, stage))])
 
 
+class _DeferredSignals:
+    """The program's Python signal handlers run in the program, not in the
+    scan, where whatever they raise (SystemExit from a SIGTERM handler, a
+    timeout's exception) would be the scan's to swallow: each signal with a
+    Python handler is noted while the scan runs, and the shim raises it again
+    once the scan has returned (the `signals` line), so its handler runs in
+    the program. Only on the main thread, the one that may set handlers (and
+    the only one that runs them)."""
+
+    def __init__(self):
+        self.sig = sys.modules.get("_signal")
+        self.saved = {}
+        self.pending = []
+        self.caught = []
+        if self.sig is None:
+            return
+        try:
+            for s in self.sig.valid_signals():
+                h = self.sig.getsignal(s)
+                if callable(h):
+                    self.sig.signal(s, self.note)  # ValueError off the main thread
+                    self.saved[s] = h
+        except (ValueError, OSError, RuntimeError):
+            self.finish()
+
+    def note(self, signum, frame):
+        if signum not in self.pending:
+            self.pending.append(signum)
+
+    def finish(self):
+        for s, h in self.saved.items():
+            try:
+                self.sig.signal(s, h)
+            except Exception:  # noqa: BLE001
+                pass
+        self.saved = {}
+        self.caught, self.pending = self.pending, []
+
+
 def scan(budget_seconds, libraries=True):
     t0 = time.monotonic()
     torch = sys.modules.get("torch")
@@ -766,6 +805,7 @@ def scan(budget_seconds, libraries=True):
     # being walked, and no object dies mid-walk.
     interval = sys.getswitchinterval()
     sys.setswitchinterval(max(interval, 10.0))
+    deferred = _DeferredSignals()
     try:
         search = _Search(torch, t0 + budget_seconds)
         # A tensor subclass's __torch_function__ would run for every getter.
@@ -825,6 +865,9 @@ def scan(budget_seconds, libraries=True):
             for d in search.snapshots:
                 d.clear()
             search.snapshots = []
+        deferred.finish()
+    if deferred.caught:
+        lines.append("M%ssignals%s%s" % (_SEP, _SEP, ",".join(str(int(s)) for s in deferred.caught)))
     if search is not None:
         lines.append("M%svisited%s%d" % (_SEP, _SEP, len(search.objs)))
         lines.append("M%sskipped%s%d" % (_SEP, _SEP, search.skipped))

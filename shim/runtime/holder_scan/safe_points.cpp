@@ -1,5 +1,6 @@
 #include "shim/runtime/holder_scan/safe_points.h"
 
+#include <signal.h>
 #include <time.h>
 
 #include <algorithm>
@@ -231,7 +232,7 @@ void report_failure(const std::string &why) {
 // The scan's output (_holder_scan.py's header) into a HolderScan; `failure`
 // gets an E record's one line (empty when the scan succeeded).
 void parse(const char *data, size_t size, HolderScan &out, double &ms, double &roles_ms,
-           uint64_t &skipped, std::string &failure) {
+           uint64_t &skipped, std::string &failure, std::vector<int> &signals) {
   std::vector<uint32_t> chain_index;  // group id -> index in out.chains
   for (const std::string &line : split(data, data + size, '\n')) {
     std::vector<std::string> f = split(line.data(), line.data() + line.size(), '\x1f');
@@ -275,6 +276,9 @@ void parse(const char *data, size_t size, HolderScan &out, double &ms, double &r
       if (f[1] == "ms") ms = std::strtod(f[2].c_str(), nullptr);
       if (f[1] == "roles_ms") roles_ms = std::strtod(f[2].c_str(), nullptr);
       if (f[1] == "skipped") skipped = std::strtoull(f[2].c_str(), nullptr, 10);
+      if (f[1] == "signals")
+        for (const std::string &n : split(f[2].data(), f[2].data() + f[2].size(), ','))
+          if (int sig = std::atoi(n.c_str()); sig > 0 && sig < NSIG) signals.push_back(sig);
     }
   }
   // Storages name groups; groups come after them in the output.
@@ -311,6 +315,7 @@ void scan(ScanAt where) {
   g_scanning = true;
   py::Obj *et, *ev, *tb;
   g_api.err_fetch(&et, &ev, &tb);  // leave the caller's exception state as it was
+  std::vector<int> signals;  // arrived during the scan, for the program's handlers
   double t0 = now_s();
   if (prepare()) {
     char call[48];
@@ -324,7 +329,8 @@ void scan(ScanAt where) {
     uint64_t skipped = 0;
     std::string failure;
     bool ok = r && g_api.bytes_as_string_and_size(r, &data, &size) == 0;
-    if (ok) parse(data, static_cast<size_t>(size), result, ms, roles_ms, skipped, failure);
+    if (ok)
+      parse(data, static_cast<size_t>(size), result, ms, roles_ms, skipped, failure, signals);
     if (!ok) failure = "the scan raised " + take_exception();
     if (r) g_api.dec_ref(r);
     g_api.err_clear();
@@ -403,6 +409,9 @@ void scan(ScanAt where) {
   }
   g_api.err_restore(et, ev, tb);
   g_scanning = false;
+  // Their Python handlers run at the program's next bytecode boundary, in
+  // its code: what they raise (SystemExit, a timeout) is the program's.
+  for (int sig : signals) raise(sig);
 }
 
 // Runs on the main thread at its next bytecode boundary, GIL held.
