@@ -795,6 +795,12 @@ class _DeferredSignals:
 
 def scan(budget_seconds, libraries=True):
     t0 = time.monotonic()
+    # Without a GIL other threads run on during the walk, mutating what it
+    # reads: no scan (said once, as a failed one).
+    gil_enabled = getattr(sys, "_is_gil_enabled", None)
+    if gil_enabled is not None and not gil_enabled():
+        return _SEP.join(["E", "FreeThreaded", "a free-threaded interpreter (no GIL) runs no "
+                          "holder scan", "start (while starting)"]).encode()
     torch = sys.modules.get("torch")
     if torch is None or type(torch) is not types.ModuleType or "Tensor" not in _module_dict(torch):
         return ("M%storch%s0" % (_SEP, _SEP)).encode()

@@ -91,7 +91,9 @@ py::CApi g_api;
 // Touched only with the GIL held.
 py::Obj *g_ns = nullptr;  // the scan's private namespace
 bool g_exit_hook = false;
-bool g_scanning = false;
+// Atomic: a free-threaded interpreter has no GIL to make the check and the
+// claim one step.
+std::atomic<bool> g_scanning{false};
 
 // A safe point on this thread: Python knows it and no hooked call is on
 // its stack (torchseal's own threads count as inside one).
@@ -311,8 +313,7 @@ enum class ScanAt { Step, Dump, Exit };
 void scan(ScanAt where) {
   const bool at_exit = where == ScanAt::Exit;
   const double budget = where == ScanAt::Step ? kStepBudget : at_exit ? kExitBudget : kDumpBudget;
-  if (g_scanning || !g_on.load()) return;
-  g_scanning = true;
+  if (!g_on.load() || g_scanning.exchange(true)) return;
   py::Obj *et, *ev, *tb;
   g_api.err_fetch(&et, &ev, &tb);  // leave the caller's exception state as it was
   std::vector<int> signals;  // arrived during the scan, for the program's handlers
@@ -408,7 +409,7 @@ void scan(ScanAt where) {
     }
   }
   g_api.err_restore(et, ev, tb);
-  g_scanning = false;
+  g_scanning.store(false);
   // Their Python handlers run at the program's next bytecode boundary, in
   // its code: what they raise (SystemExit, a timeout) is the program's.
   for (int sig : signals) raise(sig);
@@ -507,7 +508,7 @@ void before_dump() {
 bool scan_for_report() {
   if (!g_on.load() || !g_api.alive()) return true;  // nothing to scan
   // Not inside a running scan: its Python code reaches pending calls too.
-  if (g_scanning || !safe_thread()) return false;
+  if (g_scanning.load() || !safe_thread()) return false;
   scan_here(ScanAt::Dump);
   return true;
 }
@@ -560,7 +561,7 @@ void reset_after_fork() {
   // the namespace and the atexit hook valid in the child.
   // The parent's state is abandoned, not destroyed: its lock may be held.
   new (&S()) State();
-  g_scanning = false;
+  g_scanning.store(false);
   // No scans in the child: its parent has initialised CUDA, which a forked
   // child cannot use, so it records nothing and writes no report; an exit
   // scan there (a child leaving through sys.exit) would walk the whole

@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
-"""The holder scan defers the program's Python signal handlers while it runs
-(python/torchseal/_holder_scan.py, _DeferredSignals): a signal that arrives
-then is noted, not handled (a handler's SystemExit would be the scan's to
-swallow), the program's handlers are back afterwards, and the shim raises
-what was noted again once the scan has returned.
+"""What keeps the holder scan (python/torchseal/_holder_scan.py) out of the
+program's way, without torch:
+- it defers the program's Python signal handlers while it runs
+  (_DeferredSignals): a signal that arrives then is noted, not handled (a
+  handler's SystemExit would be the scan's to swallow), the program's
+  handlers are back afterwards, and the shim raises what was noted again
+  once the scan has returned;
+- a free-threaded interpreter (no GIL) runs no scan: one failure line says
+  why.
 
-    holder_scan_signals.py PATH/TO/_holder_scan.py
+    holder_scan_guards.py PATH/TO/_holder_scan.py
 """
 import importlib.util
 import os
@@ -74,4 +78,20 @@ t.start()
 t.join()
 check("off the main thread: nothing deferred, no error", result == [{}], result)
 check("and the handlers are untouched", signal.getsignal(signal.SIGTERM) is on_term)
+
+# Free-threaded: no scan, and the reason in the scan's failure line.
+sys.modules["torch"] = type(sys)("torch")  # only ever reached past the check
+had = getattr(sys, "_is_gil_enabled", None)
+sys._is_gil_enabled = lambda: False
+try:
+    out = hs.scan(1.0).decode()
+finally:
+    if had is None:
+        del sys._is_gil_enabled
+    else:
+        sys._is_gil_enabled = had
+    del sys.modules["torch"]
+fields = out.split("\x1f")
+check("free-threaded: one failure line, saying why",
+      len(fields) == 4 and fields[0] == "E" and "free-threaded" in fields[2], out)
 sys.exit(1 if failures else 0)
