@@ -165,6 +165,20 @@ _FRAME_TYPE = types.FrameType
 _TB_TYPE = types.TracebackType
 
 
+class _ProgramCode(Exception):
+    """A saved-tensor getter was about to run the program's code."""
+
+
+def _refuse_program_code(frame, event, arg):
+    # Profile function while the saved-tensor getters run: a tensor saved
+    # under torch.autograd.graph.saved_tensors_hooks is unpacked by the
+    # program's Python hook (save_on_cpu copies it back to the GPU,
+    # non-reentrant checkpoint recomputes the forward, on one rank of many):
+    # its first call is refused, and the getter fails instead.
+    if event == "call" and frame.f_code.co_filename != _OWN_FILE:
+        raise _ProgramCode()
+
+
 class _Search:
     def __init__(self, torch, deadline):
         self.torch = torch
@@ -463,16 +477,27 @@ class _Search:
             if fn is not None:
                 add(fn, i, (".grad_fn (%s)", type(fn)))
         elif k == _NODE:
-            for n in self.saved_attrs(t):
-                try:
-                    v = getattr(o, n)
-                except Exception:  # noqa: BLE001 - released after backward
-                    continue
-                if type(v) is tuple or type(v) is list:
-                    for j, x in enumerate(v):
-                        add(x, i, (".%s[%d]", n, j))
-                else:
-                    add(v, i, "." + n)
+            names = self.saved_attrs(t)
+            # Under the program's own profiler the guard cannot be set (and
+            # a C profiler could not be put back): the saved tensors go
+            # unread.
+            if names and sys.getprofile() is None:
+                saved = []
+                for n in names:
+                    # Set for each getter: a refusal unsets it.
+                    sys.setprofile(_refuse_program_code)
+                    try:
+                        saved.append((n, getattr(o, n)))
+                    except Exception:  # noqa: BLE001 - released after backward, hooked
+                        pass
+                    finally:
+                        sys.setprofile(None)
+                for n, v in saved:
+                    if type(v) is tuple or type(v) is list:
+                        for j, x in enumerate(v):
+                            add(x, i, (".%s[%d]", n, j))
+                    else:
+                        add(v, i, "." + n)
             if _lookup(t, "variable") is not None:  # AccumulateGrad: the leaf
                 var = o.variable
                 if var is not None:
@@ -791,6 +816,9 @@ class _DeferredSignals:
                 pass
         self.saved = {}
         self.caught, self.pending = self.pending, []
+
+
+_OWN_FILE = _Search.expand.__code__.co_filename
 
 
 def scan(budget_seconds, libraries=True):

@@ -23,6 +23,9 @@ config) trained on the CPU, a leaky list of CUDA tensors beside it: the
 scans import nothing, succeed, name the list; the scan times are printed
 (docs/holders.md, "Cost"). Skips when transformers is not installed.
 
+hooked: a graph whose saved tensors the program's saved_tensors_hooks
+packed: no scan runs its unpack hook (a checkpoint would recompute).
+
 traced: a dump from a tracer's callback (a debugger's prompt) leaves the
 traced frame's variables bound.
 
@@ -427,6 +430,47 @@ print("work returned", r, flush=True)
 '''
 
 
+HOOKED = '''\
+import torch
+import torchseal
+
+calls = []
+
+
+def pack(t):
+    return t
+
+
+def unpack(t):  # save_on_cpu copies back to the GPU here; checkpoint recomputes
+    calls.append(1)
+    return t
+
+
+w = torch.ones(256, 256, device="cuda", requires_grad=True)
+x = torch.ones(256, 256, device="cuda")
+with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+    loss = (x * w).sin().sum()  # its graph alive, its saved tensors packed
+torchseal.step()
+torchseal.dump()
+print("unpack calls during the scans:", len(calls), flush=True)
+loss.backward()
+print("unpack calls in backward:", len(calls), flush=True)
+'''
+
+
+def scenario_hooked():
+    py = prerequisites()
+    with tempfile.TemporaryDirectory(prefix="tseal-scan-") as tmp:
+        p, out = run_cli(py, HOOKED, tmp, "hooked", "tensors", extra={"TORCHSEAL_LOG": "debug"})
+        CHECK.eq("the program exits 0", p.returncode, 0, p.stdout[-2000:])
+        CHECK.true("the step and dump scans ran", len(scan_lines(p.stdout)) >= 2, p.stdout[-2000:])
+        CHECK.true("no scan ran the program's unpack hook",
+                   "unpack calls during the scans: 0" in p.stdout, p.stdout[-2000:])
+        CHECK.true("backward still did", re.search(r"unpack calls in backward: [1-9]", p.stdout),
+                   p.stdout[-2000:])
+    done()
+
+
 def scenario_traced():
     py = prerequisites()
     with tempfile.TemporaryDirectory(prefix="tseal-scan-") as tmp:
@@ -473,6 +517,8 @@ def main():
             scenario_forked()
         if s == "traced":
             scenario_traced()
+        if s == "hooked":
+            scenario_hooked()
     finally:
         print(f"({s}: {time.time() - t0:.1f}s)")
     print(__doc__)
