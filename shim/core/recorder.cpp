@@ -180,6 +180,18 @@ void Recorder::end_interval() {
                     });
 }
 
+namespace {
+// The history's record that `r`, logged freed (or released), is live again.
+void append_live_again(const LiveRecord &r) {
+  Event e = make_event(Op::Alloc, r.api, r.family, now_ns(), r.addr, r.size);
+  e.stack = r.stack;
+  e.pystack = r.pystack;
+  e.device = r.device;
+  e.context = r.context;
+  history::append(e);
+}
+}  // namespace
+
 void Recorder::undo_free(const FreeToken &t) {
   if (!t.known) return;
   if (t.balanced) {
@@ -190,12 +202,7 @@ void Recorder::undo_free(const FreeToken &t) {
   if (history::enabled()) {
     // The free was already logged; the failed real free means it is live
     // again (for a VMM handle: unreleased again, in the replay too).
-    Event e = make_event(Op::Alloc, t.rec.api, t.rec.family, now_ns(), t.rec.addr, t.rec.size);
-    e.stack = t.rec.stack;
-    e.pystack = t.rec.pystack;
-    e.device = t.rec.device;
-    e.context = t.rec.context;
-    history::append(e);
+    append_live_again(t.rec);
   }
   if (t.deferred) {
     // Nothing was removed: only the release is undone.
@@ -484,15 +491,8 @@ void Recorder::on_vmm_retain(uint64_t handle) {
       ++vmm_extra_refs_[handle];
     }
   }
-  if (revived && history::enabled()) {
-    // As a failed release (undo_free): live again, unreleased in the replay.
-    Event e = make_event(Op::Alloc, rec.api, rec.family, now_ns(), rec.addr, rec.size);
-    e.stack = rec.stack;
-    e.pystack = rec.pystack;
-    e.device = rec.device;
-    e.context = rec.context;
-    history::append(e);
-  }
+  // As a failed release (undo_free): live again, unreleased in the replay.
+  if (revived && history::enabled()) append_live_again(rec);
 }
 
 void Recorder::on_vmm_range(Op op, uint64_t addr, uint64_t size, uint64_t handle) {
