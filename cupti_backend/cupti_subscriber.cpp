@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <new>
 
+#include "common/util/fork_safe.h"
 #include "common/util/log.h"
 #include "cupti_backend/call_owner.h"
 #include "cupti_backend/cupti_backend.h"
@@ -174,9 +175,8 @@ void Subscriber::stop() {
 Subscriber &subscriber() {
   // Never destroyed: stop() runs from the shim's ELF destructor, after
   // static destructors may already have run.
-  alignas(Subscriber) static unsigned char storage[sizeof(Subscriber)];
-  static Subscriber *s = new (storage) Subscriber();
-  return *s;
+  static constinit Lazy<Subscriber> s;
+  return s.get();
 }
 
 // ---- the contract in cupti_backend.h ----

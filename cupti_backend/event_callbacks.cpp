@@ -4,6 +4,7 @@
 
 #include <atomic>
 
+#include "common/util/fork_safe.h"
 #include "cupti_backend/call_owner.h"
 #include "cupti_backend/context_devices.h"
 #include "cupti_backend/param_decode.h"
@@ -258,9 +259,8 @@ void on_resource(CUpti_CallbackId cbid, const CUpti_ResourceData *rd) {
 }  // namespace
 
 CbidMap &cbid_map() {
-  alignas(CbidMap) static unsigned char storage[sizeof(CbidMap)];
-  static CbidMap *m = new (storage) CbidMap();
-  return *m;
+  static constinit Lazy<CbidMap> m;
+  return m.get();
 }
 
 void after_fork_child() {

@@ -4,8 +4,8 @@
 // through the shim's locks (torchseal_step(), torchseal_dump(): the live
 // table, stack table, misc and report locks) and exits normally (destructors
 // run); every odd child exits without calling anything (it writes no file).
-// A child that has not finished within 10 s is deadlocked: it is killed and
-// the program exits 4.
+// A child that has not finished within 10 s is deadlocked: its stacks go to
+// stderr (gdb, where installed), it is killed and the program exits 4.
 // With `cuda`, even children call cudaMalloc/cudaFree instead. That is not
 // part of the test: CUDA itself is not fork-safe once initialised (real CUDA
 // fails, simcuda deadlocks on its own driver mutex, which has no atfork
@@ -40,6 +40,16 @@ void hammer() {
     CHECK(cudaMalloc(&p, 4096));
     CHECK(cudaFree(p));
   }
+}
+
+// A deadlock seen once in CI is only fixable with the stuck child's stacks.
+// gdb without our LD_PRELOAD: under the sanitizer runtimes it hangs.
+void print_stacks(pid_t pid) {
+  char cmd[160];
+  std::snprintf(cmd, sizeof cmd,
+                "command -v gdb >/dev/null && LD_PRELOAD= timeout 60 gdb -q -nx -batch -p %d "
+                "-ex 'thread apply all bt' 1>&2 2>/dev/null", static_cast<int>(pid));
+  if (std::system(cmd) != 0) std::fprintf(stderr, "fork_hammer: no stacks (gdb missing or failed)\n");
 }
 
 double now() {
@@ -83,6 +93,7 @@ int main(int argc, char **argv) {
       ++deadlocked;
       std::fprintf(stderr, "fork_hammer: child %d (fork %d) deadlocked; killing it\n",
                    static_cast<int>(pid), i);
+      print_stacks(pid);
       kill(pid, SIGKILL);
       waitpid(pid, &status, 0);
     } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {

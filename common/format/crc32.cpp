@@ -1,4 +1,5 @@
 #include "common/format/crc32.h"
+#include "common/util/fork_safe.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -92,11 +93,11 @@ TS_CLMUL uint32_t update_clmul(uint32_t crc, const uint8_t *p, size_t n) {
 }
 
 bool have_clmul() {
-  static const bool yes = [] {
+  static constinit Resolved<int> yes;  // 1: no, 2: yes
+  return yes.get([] {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
-  }();
-  return yes;
+    return __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1") ? 2 : 1;
+  }) == 2;
 }
 #undef TS_CLMUL
 #endif

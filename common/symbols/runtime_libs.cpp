@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <mutex>
 
+#include "common/util/fork_safe.h"
+
 // Made by meson.build from the install layout; builds outside Meson (the
 // fuzz targets) get the common one.
 #if __has_include("install_layout.h")
@@ -66,8 +68,8 @@ std::vector<std::string> g_degraded;
 }  // namespace
 
 std::string bundled_dir() {
-  static const std::string dir = find_bundled_dir();
-  return dir;
+  static constinit Lazy<std::string> dir;
+  return dir.get(find_bundled_dir);
 }
 
 Opened open(const char *soname, int flags) {

@@ -10,6 +10,7 @@
 #include "common/symbols/elf_symtab.h"
 #include "common/symbols/module_map.h"
 #include "common/symbols/runtime_libs.h"
+#include "common/util/fork_safe.h"
 
 #if TORCHSEAL_HAVE_LIBDW
 #include <dwarf.h>
@@ -43,7 +44,8 @@ struct LibDw {
 };
 
 const LibDw &libdw() {
-  static const LibDw lib = [] {
+  static constinit Lazy<LibDw> lib;
+  return lib.get([] {
     LibDw l;
 #if TORCHSEAL_HAVE_LIBDW
     runtime_libs::Opened o = runtime_libs::open("libdw.so.1", RTLD_LAZY);
@@ -54,8 +56,7 @@ const LibDw &libdw() {
 #endif
     if (!l.handle) runtime_libs::note_degraded("no line numbers: libdw unavailable");
     return l;
-  }();
-  return lib;
+  });
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <regex>
 #include <string_view>
 
+#include "common/util/fork_safe.h"
 #include "common/util/path_name.h"
 #include "report/analysis/holder_hints.h"
 #include "report/analysis/python_source.h"
@@ -90,19 +91,19 @@ struct Rule {
 
 const std::vector<Rule> &rules() {
   // Compiled once; const regexes are safe to share between threads. Never
-  // destroyed: the shim's exit report runs from a destructor, after a
-  // function-local static built by an earlier dump would have been torn down.
-  static const std::vector<Rule> *compiled = [] {
-    auto *v = new std::vector<Rule>;
+  // destroyed: the shim's exit report runs from a destructor, after a static
+  // built by an earlier dump would have been torn down.
+  static constinit Lazy<const std::vector<Rule>> compiled;
+  return compiled.get([] {
+    std::vector<Rule> v;
     for (const RuleSpec &s : kRules) {
       Rule r{&s, std::regex(s.code), std::nullopt, std::nullopt};
       if (s.function) r.function.emplace(s.function, std::regex::ECMAScript | std::regex::icase);
       if (s.unless) r.unless.emplace(s.unless);
-      v->push_back(std::move(r));
+      v.push_back(std::move(r));
     }
     return v;
-  }();
-  return *compiled;
+  });
 }
 
 std::string expand(const char *tmpl, const std::string &code, const std::string &where,

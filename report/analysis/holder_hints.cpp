@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/util/fork_safe.h"
 #include "common/util/path_name.h"
 #include "report/analysis/python_source.h"
 #include "report/analysis/shown_frames.h"
@@ -79,8 +80,8 @@ struct Patterns {
 
 const Patterns &patterns() {
   // Never destroyed: the shim's exit report may run after static destructors.
-  static const Patterns *p = new Patterns;
-  return *p;
+  static constinit Lazy<const Patterns> p;
+  return p.get();
 }
 
 bool is_container(const std::string &t) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/model/analysis_input.h"
+#include "common/util/fork_safe.h"
 
 namespace torchseal {
 
@@ -32,8 +33,8 @@ class HeldMap {
   std::pair<uint64_t, uint64_t> held_bytes(size_t live_index) const;
   // The indexes (into the scan's storages) of those inside in.live[i].
   const std::vector<uint32_t> &storages_in(size_t live_index) const {
-    static const std::vector<uint32_t> none;
-    return held(live_index) ? per_live_[live_index] : none;
+    static constinit Lazy<const std::vector<uint32_t>> none;
+    return held(live_index) ? per_live_[live_index] : none.get();
   }
 
  private:

@@ -1,4 +1,5 @@
 #include "report/analysis/site.h"
+#include "common/util/fork_safe.h"
 
 #include <cctype>
 
@@ -155,8 +156,8 @@ std::vector<NativeFrame> SiteIds::native_frames(StackId native) {
 }
 
 const std::vector<PythonFrame> &SiteIds::python_frames(PyStackId python) const {
-  static const std::vector<PythonFrame> kNone;
-  if (python == 0 || python >= stacks_.python.size()) return kNone;
+  static constinit Lazy<const std::vector<PythonFrame>> none;
+  if (python == 0 || python >= stacks_.python.size()) return none.get();
   return stacks_.python[python];
 }
 

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/symbols/symbolizer.h"
+#include "common/util/fork_safe.h"
 #include "report/analysis/shown_frames.h"
 #include "report/analysis/site.h"
 #include "report/render/html_escape.h"
@@ -92,10 +93,10 @@ class StackTable {
     if (auto it = h_.stacks.find(a.stack); a.stack && it != h_.stacks.end()) {
       nf = trim_frames(sym_.symbolize_stack(it->second));
     }
-    static const std::vector<PythonFrame> kNone;
+    static constinit Lazy<const std::vector<PythonFrame>> none;
     auto pit = h_.pystacks.find(a.pystack);
     const std::vector<PythonFrame> &py =
-        a.pystack && pit != h_.pystacks.end() ? pit->second : kNone;
+        a.pystack && pit != h_.pystacks.end() ? pit->second : none.get();
     const std::string api(api_name(a.api));
     json lines = json::array();
     long user = -1;

@@ -5,6 +5,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "common/util/fork_safe.h"
 #include "shim/core/shard_lock.h"
 
 namespace torchseal::history {
@@ -22,9 +23,8 @@ struct State {
 };
 
 State &S() {
-  alignas(State) static unsigned char storage[sizeof(State)];
-  static State *s = new (storage) State();
-  return *s;
+  static constinit Lazy<State> s;
+  return s.get();
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "common/live/live_rules.h"
 #include "common/model/run_summary.h"
 #include "common/symbols/module_map.h"  // is_internal_module
+#include "common/util/fork_safe.h"
 #include "common/util/log.h"
 #include "shim/core/activation.h"
 #include "shim/core/counters.h"
@@ -678,8 +679,8 @@ std::atomic<Recorder *> recorder_detail::g_recorder{nullptr};
 Recorder &recorder_detail::recorder_slow() {
   // Never destroyed: threads may still allocate while the process exits, and
   // the exit report itself runs from a destructor.
-  alignas(Recorder) static unsigned char storage[sizeof(Recorder)];
-  static Recorder *r = new (storage) Recorder();
+  static constinit Lazy<Recorder> r_lazy;
+  Recorder *r = &r_lazy.get();
   g_recorder.store(r, std::memory_order_release);
   return *r;
 }

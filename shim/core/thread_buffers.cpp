@@ -9,6 +9,7 @@
 #include <ctime>
 
 #include "common/format/event_codec.h"
+#include "common/util/fork_safe.h"
 #include "shim/core/asymmetric_fence.h"
 #include "shim/core/shard_lock.h"
 
@@ -102,9 +103,8 @@ struct State {
 constexpr int kMaxDeferredCuts = 3;
 
 State &S() {
-  alignas(State) static unsigned char storage[sizeof(State)];
-  static State *s = new (storage) State();
-  return *s;
+  static constinit Lazy<State> s;
+  return s.get();
 }
 
 std::atomic<uint32_t> g_cutting{0};

@@ -7,6 +7,7 @@
 #include <atomic>
 
 #include "shim/core/loader_walk.h"
+#include "common/util/fork_safe.h"
 #include "shim/core/unwind/unwinder.h"
 #include "shim/intercept/dlsym_hook.h"
 
@@ -24,7 +25,8 @@ int read_subs(struct dl_phdr_info *info, size_t size, void *out) {
 
 extern "C" __attribute__((visibility("default"))) int dlclose(void *handle) {
   using Fn = int (*)(void *);
-  static Fn real = reinterpret_cast<Fn>(torchseal::real_dlsym(RTLD_NEXT, "dlclose"));
+  static constinit torchseal::Resolved<Fn> slot;
+  Fn real = slot.get([] { return reinterpret_cast<Fn>(torchseal::real_dlsym(RTLD_NEXT, "dlclose")); });
   if (!real) return -1;
   int rc = real(handle);
   // Most dlclose calls only drop a reference; clear only after a real unmap.

@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "common/util/fork_safe.h"
 #include "shim/core/driver_api.h"
 
 // Sanitizer runtimes resolve their interceptors with dlsym(RTLD_NEXT, ...)
@@ -48,14 +49,14 @@ void *real_dlsym(void *handle, const char *name) {
 bool shim_interposed() {
   // libc is in the initial scope of every process, so its dlsym comes first
   // unless torchseal was loaded ahead of it.
-  static const bool interposed = [] {
+  static constinit Resolved<int> interposed;  // 1: no, 2: yes
+  return interposed.get([] {
     void *found = real_dlsym(RTLD_DEFAULT, "dlsym");
     Dl_info found_info, self_info;
-    if (!found || !dladdr(found, &found_info)) return false;
-    if (!dladdr(reinterpret_cast<void *>(&resolve_real_dlsym), &self_info)) return false;
-    return found_info.dli_fbase == self_info.dli_fbase;
-  }();
-  return interposed;
+    if (!found || !dladdr(found, &found_info)) return 1;
+    if (!dladdr(reinterpret_cast<void *>(&resolve_real_dlsym), &self_info)) return 1;
+    return found_info.dli_fbase == self_info.dli_fbase ? 2 : 1;
+  }) == 2;
 }
 
 }  // namespace torchseal

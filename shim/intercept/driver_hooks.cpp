@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "common/util/log.h"
+#include "common/util/fork_safe.h"
 #include "shim/core/activation.h"
 #include "shim/core/context_id.h"
 #include "shim/core/driver_api.h"
@@ -121,7 +122,8 @@ void *driver_wrapper_for_name(const char *name, ApiId *id) {
 }
 
 const DriverQueries &driver_queries() {
-  static DriverQueries q = [] {
+  static constinit Lazy<DriverQueries> q;
+  return q.get([] {
     DriverQueries d;
     void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
     if (h) {
@@ -140,8 +142,7 @@ const DriverQueries &driver_queries() {
       dlclose(h);
     }
     return d;
-  }();
-  return q;
+  });
 }
 
 uint64_t capture_graph_of(uint64_t stream) {
@@ -198,7 +199,8 @@ inline std::atomic<void *> g_forward{nullptr};
 // wrapper.
 template <typename Fn, ApiId kId>
 Fn real_of() {
-  static Wrapped *const self = find_by_id(kId);
+  static constinit Resolved<Wrapped *> slot;
+  Wrapped *self = slot.get([] { return find_by_id(kId); });
   void *real = self ? real_driver_function_of(self) : nullptr;
   // Written only when it changes: a store on every event would bounce the
   // line between the allocating threads.
@@ -589,7 +591,8 @@ const size_t g_wrapped_count = sizeof(g_wrapped) / sizeof(g_wrapped[0]);
 TS_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
                                        cuuint64_t flags,
                                        CUdriverProcAddressQueryResult *symbolStatus) {
-  static torchseal::Wrapped *self = torchseal::find_by_name("cuGetProcAddress_v2");
+  static constinit torchseal::Resolved<torchseal::Wrapped *> slot;
+  torchseal::Wrapped *self = slot.get([] { return torchseal::find_by_name("cuGetProcAddress_v2"); });
   auto real =
       reinterpret_cast<decltype(&cuGetProcAddress_v2)>(torchseal::real_driver_function_of(self));
   if (!real) {
@@ -605,7 +608,8 @@ TS_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaV
 
 TS_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
                                     cuuint64_t flags) {
-  static torchseal::Wrapped *self = torchseal::find_by_name("cuGetProcAddress");
+  static constinit torchseal::Resolved<torchseal::Wrapped *> slot;
+  torchseal::Wrapped *self = slot.get([] { return torchseal::find_by_name("cuGetProcAddress"); });
   auto real =
       reinterpret_cast<decltype(&cuGetProcAddress)>(torchseal::real_driver_function_of(self));
   if (!real) return TS_MISSING;
@@ -617,7 +621,8 @@ TS_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVers
 // Every runtime initialises the driver through here (a program that only
 // asks for the device count allocates nothing, yet was active).
 TS_EXPORT CUresult cuInit(unsigned int Flags) {
-  static torchseal::Wrapped *self = torchseal::find_by_name("cuInit");
+  static constinit torchseal::Resolved<torchseal::Wrapped *> slot;
+  torchseal::Wrapped *self = slot.get([] { return torchseal::find_by_name("cuInit"); });
   auto real = reinterpret_cast<decltype(&cuInit)>(torchseal::real_driver_function_of(self));
   if (!real) return TS_MISSING;
   CUresult rc = real(Flags);

@@ -15,6 +15,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "common/util/fork_safe.h"
 #include "common/util/log.h"
 #include "shim/core/loader_walk.h"
 #include "shim/intercept/dlsym_hook.h"
@@ -179,7 +180,8 @@ Dynamic read_dynamic(const dl_phdr_info *info, const ElfW(Dyn) * dyn) {
 // Writes one GOT slot, opening a RELRO page for the store and closing it
 // again, so the object keeps its protection.
 bool write_slot(uintptr_t slot, void *value, uintptr_t relro_lo, uintptr_t relro_hi) {
-  static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  static constinit Resolved<uintptr_t> page_size;
+  const uintptr_t page = page_size.get([] { return static_cast<uintptr_t>(sysconf(_SC_PAGESIZE)); });
   uintptr_t lo = slot & ~(page - 1);
   bool relro = slot >= relro_lo && slot < relro_hi;
   if (relro && mprotect(reinterpret_cast<void *>(lo), page, PROT_READ | PROT_WRITE) != 0)

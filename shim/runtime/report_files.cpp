@@ -1,6 +1,7 @@
 #include "shim/runtime/report_files.h"
 
 #include "common/symbols/runtime_libs.h"
+#include "common/util/fork_safe.h"
 #include "shim/core/loader_walk.h"
 
 #include <fcntl.h>
@@ -48,9 +49,8 @@ struct Globals {
   bool library_held = true;  // TORCHSEAL_LIBRARY_HELD
 };
 Globals &G() {
-  alignas(Globals) static unsigned char storage[sizeof(Globals)];
-  static Globals *g = new (storage) Globals();
-  return *g;
+  static constinit Lazy<Globals> g;
+  return g.get();
 }
 #define g_write_mutex G().write_mutex
 #define g_template G().tmpl

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/format/tseal_format.h"
+#include "common/util/fork_safe.h"
 #include "common/util/log.h"
 #include "shim/core/fast_clock.h"
 #include "shim/core/mark_labels.h"
@@ -40,9 +41,8 @@ struct State {
 };
 
 State &S() {
-  alignas(State) static unsigned char storage[sizeof(State)];
-  static State *s = new (storage) State();
-  return *s;
+  static constinit Lazy<State> s;
+  return s.get();
 }
 
 // The dump request codes are DumpTrigger's; its names are NUL-terminated

@@ -13,6 +13,7 @@
 #include "common/format/records.h"
 #include "common/format/tseal_format.h"
 #include "common/symbols/module_map.h"
+#include "common/util/fork_safe.h"
 #include "common/util/log.h"
 #include "shim/core/fast_clock.h"
 #include "shim/core/loader_walk.h"
@@ -44,9 +45,8 @@ struct State {
 };
 
 State &S() {
-  alignas(State) static unsigned char storage[sizeof(State)];
-  static State *s = new (storage) State();
-  return *s;
+  static constinit Lazy<State> s;
+  return s.get();
 }
 
 void disable_file(int err) {

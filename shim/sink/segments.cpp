@@ -18,6 +18,7 @@
 #include "common/format/segment_files.h"
 #include "common/format/tseal_format.h"
 #include "common/live/checkpoint_state.h"
+#include "common/util/fork_safe.h"
 #include "common/util/log.h"
 #include "shim/core/fast_clock.h"
 
@@ -85,9 +86,8 @@ struct State {
 };
 
 State &S() {
-  alignas(State) static unsigned char storage[sizeof(State)];
-  static State *s = new (storage) State();
-  return *s;
+  static constinit Lazy<State> s;
+  return s.get();
 }
 
 bool write_seg(const uint8_t *p, size_t n) {

@@ -248,7 +248,8 @@ def scenario_fork_hammer(args):
         r = run([prog, str(forks)], env, cwd=tmp, watchdog=300)
         check.note("run", r.describe())
         check.eq("exit status (4 = a child deadlocked)", r.status(), "exit 0")
-        check.eq("deadlocked children", r.value("deadlocked"), 0)
+        check.eq("deadlocked children", r.value("deadlocked"), 0,
+                 detail="stderr, with the stuck children's stacks:\n" + r.stderr)
         entered = r.value("cuda_children")
         reports = glob.glob(os.path.join(tmp, "p-*.json"))
         dumps = [p for p in reports if p.endswith(".1.json")]

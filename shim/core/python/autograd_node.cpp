@@ -7,6 +7,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "common/util/fork_safe.h"
 #include "shim/core/shard_lock.h"
 #include "shim/core/unwind/unwinder.h"
 
@@ -24,8 +25,8 @@ struct Cache {
   std::unordered_map<uint64_t, std::string> by_ip;  // "" = not a node's apply
 };
 Cache &cache() {
-  static auto *c = new Cache;  // never destroyed: engine threads outlive statics
-  return *c;
+  static constinit Lazy<Cache> c;  // never destroyed: engine threads outlive statics
+  return c.get();
 }
 
 // One <length><identifier> of a nested name; false at anything else

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "common/util/fork_safe.h"
 #include "common/util/log.h"
 #include "shim/core/python/backward_waiter.h"
 #include "shim/core/python/code_locations.h"
@@ -33,16 +34,13 @@ std::atomic<uint64_t> g_next_probe_ns{0};
 std::atomic<uint64_t> g_probed_generation{0};
 constexpr uint64_t kReprobeIntervalNs = 20'000'000;
 
-// Heap-allocated tables: they must outlive every thread that may still call
-// capture() during exit, so they are never destroyed.
-LocationTable &locations() {
-  static auto *t = new LocationTable;
-  return *t;
-}
-PyStackTable &stacks() {
-  static auto *t = new PyStackTable;
-  return *t;
-}
+// Never destroyed: they must outlive every thread that may still call
+// capture() during exit. Lazy, not function-local statics: the writer thread
+// may be building one when a thread forks (see reset_after_fork).
+constinit Lazy<LocationTable> g_locations;
+constinit Lazy<PyStackTable> g_stacks;
+LocationTable &locations() { return g_locations.get(); }
+PyStackTable &stacks() { return g_stacks.get(); }
 
 // Per-thread caches, so a repeated call site costs a walk plus one lookup:
 // whole stacks keyed by the hash of their positions, and single positions.
@@ -300,8 +298,10 @@ void for_each_since(uint64_t &cursor,
 
 void reset_after_fork() {
   g_probe_lock.reset_after_fork();
-  locations().reset_locks_after_fork();
-  stacks().reset_locks_after_fork();
+  // Only tables this process built (the parent's writer may have been
+  // building one when the fork came: the child builds its own).
+  if (LocationTable *t = g_locations.built()) t->reset_locks_after_fork();
+  if (PyStackTable *t = g_stacks.built()) t->reset_locks_after_fork();
   reset_waiters_after_fork();
 }
 

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "common/util/fork_safe.h"
 #include "common/util/log.h"
 #include "holder_scan_source.h"
 #include "report/analysis/holders.h"  // report/lib: all_holders
@@ -81,9 +82,8 @@ struct State {
 };
 // Never destroyed: the exit report runs from the shim's ELF destructor.
 State &S() {
-  alignas(State) static unsigned char storage[sizeof(State)];
-  static State *s = new (storage) State();
-  return *s;
+  static constinit Lazy<State> s;
+  return s.get();
 }
 
 std::atomic<bool> g_on{false};
