@@ -50,6 +50,34 @@ def tail(text, n=15):
     return "\n    | " + "\n    | ".join(lines) if lines else "(empty)"
 
 
+def group_stacks(pgid, most=4):
+    """The stacks of the processes in group `pgid` (gdb, where installed): a
+    hang seen once in CI is only fixable with them."""
+    pids = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open("/proc/%s/stat" % d) as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid:
+                pids.append(int(d))
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}  # gdb hangs under ASan
+    text = ""
+    for pid in sorted(pids)[:most]:
+        try:
+            p = subprocess.run(["gdb", "-q", "-nx", "-batch", "-p", str(pid),
+                                "-ex", "thread apply all bt"], env=env, timeout=60,
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                               universal_newlines=True, errors="replace")
+            bt = p.stdout
+        except (OSError, subprocess.TimeoutExpired) as e:
+            bt = "(no stacks: %s)" % e
+        text += "\n  stacks of %d:\n    %s" % (pid, bt.strip().replace("\n", "\n    "))
+    return text
+
+
 def run(argv, env, cwd=None, timeout=TIMEOUT, umask=None, watchdog=False, merge_stderr=False):
     """Run argv to completion, capturing its output as text.
 
@@ -75,6 +103,7 @@ def run(argv, env, cwd=None, timeout=TIMEOUT, umask=None, watchdog=False, merge_
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
+        stacks = group_stacks(proc.pid) if watchdog else ""
         try:
             if watchdog:
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -83,7 +112,7 @@ def run(argv, env, cwd=None, timeout=TIMEOUT, umask=None, watchdog=False, merge_
         except ProcessLookupError:
             pass
         out, err = proc.communicate()
-        raise Failed("%s after %ds: %s\n  stdout: %s\n  stderr: %s" % (
+        raise Failed("%s after %ds: %s\n  stdout: %s\n  stderr: %s%s" % (
             "DEADLOCK/HANG: watchdog killed the process group" if watchdog else "timed out",
-            timeout, " ".join(argv), tail(out), tail(err)))
+            timeout, " ".join(argv), tail(out), tail(err), stacks))
     return Result(argv, proc.pid, proc.returncode, out, err or "", time.monotonic() - t0)
