@@ -97,7 +97,7 @@ std::string workspace_relative(const std::string &file) {
 }
 
 std::string annotate(const std::vector<NativeFrame> &frames, const std::vector<PythonFrame> &py,
-                     const std::string &message) {
+                     const std::string &message, const char *level = "error") {
   UserFrame u = user_frame(frames, py);
   std::string props;
   if (!u.file.empty()) {
@@ -107,7 +107,7 @@ std::string annotate(const std::vector<NativeFrame> &frames, const std::vector<P
   } else {
     props = " title=torchseal";
   }
-  return "::error" + props + "::" + gh_data(clean(message)) + "\n";
+  return std::string("::") + level + props + "::" + gh_data(clean(message)) + "\n";
 }
 
 struct Checked {
@@ -127,12 +127,41 @@ Checked check_one(const Report &r, const std::string &path, const GateLimits &li
     extra += fmt("; %zu known site(s) excused by the baseline",
                  v.excused_leak_sites + v.excused_growth_sites);
   }
+  if (!v.known_grown.empty()) {
+    extra += fmt("; %zu known site(s) leaked more than their baseline bytes (noted only: see "
+                 "--baseline-max-ratio)",
+                 v.known_grown.size());
+  }
   if (r.summary.suppressed_bytes > 0) {
     extra += "; " + std::to_string(r.summary.suppressed_bytes) + " byte(s) suppressed";
+  }
+  // Known sites over their baseline bytes: notes under a pass or a fail.
+  std::string notes;
+  for (size_t k = 0; k < v.known_grown.size() && k < kTopSites; ++k) {
+    const KnownGrown &g = v.known_grown[k];
+    const LeakEntry &e = r.leaks[g.leak];
+    notes += fmt("  note: known site leaked %" PRIu64 " byte(s), baseline %" PRIu64
+                 " (%.1fx) (%s, %s):\n",
+                 e.bytes, g.baseline_bytes, double(e.bytes) / double(g.baseline_bytes),
+                 clean(e.kind).c_str(), clean(e.api).c_str());
+    notes += stack_lines(e.frames, e.python_frames);
+    if (github) {
+      c.annotations += annotate(
+          e.frames, e.python_frames,
+          fmt("known leak site leaked %" PRIu64 " byte(s), its baseline %" PRIu64 " at ", e.bytes,
+              g.baseline_bytes) +
+              site_label(e.frames, e.python_frames, 1) + " [" + path + "]",
+          "warning");
+    }
+  }
+  if (v.known_grown.size() > kTopSites) {
+    notes += fmt("  ... and %zu more known site(s) over their baseline bytes\n",
+                 v.known_grown.size() - kTopSites);
   }
   if (v.pass) {
     c.summary_line = "torchseal check: ok " + describe(r, path) + ": " +
                      std::to_string(v.counted_leaked_bytes) + " byte(s) leaked" + extra + "\n";
+    c.details = notes;
     return c;
   }
   std::string reasons;
@@ -170,6 +199,26 @@ Checked check_one(const Report &r, const std::string &path, const GateLimits &li
   if (v.growth_offenders.size() > kTopSites) {
     c.details += fmt("  ... and %zu more growth site(s)\n", v.growth_offenders.size() - kTopSites);
   }
+  for (size_t k = 0; k < v.baseline_exceeded.size() && k < kTopSites; ++k) {
+    const KnownGrown &g = v.baseline_exceeded[k];
+    const LeakEntry &e = r.leaks[g.leak];
+    c.details += fmt("  %" PRIu64 " byte(s) (%.1fx the baseline's %" PRIu64
+                     ") leaked at a known site (%s, %s):\n",
+                     e.bytes, double(e.bytes) / double(g.baseline_bytes), g.baseline_bytes,
+                     clean(e.kind).c_str(), clean(e.api).c_str());
+    c.details += stack_lines(e.frames, e.python_frames);
+    if (github) {
+      c.annotations += annotate(
+          e.frames, e.python_frames,
+          fmt("%" PRIu64 " byte(s) leaked, %.1fx the baseline's %" PRIu64 " at ", e.bytes,
+              double(e.bytes) / double(g.baseline_bytes), g.baseline_bytes) +
+              site_label(e.frames, e.python_frames, 1) + " [" + path + "]");
+    }
+  }
+  if (v.baseline_exceeded.size() > kTopSites) {
+    c.details += fmt("  ... and %zu more known site(s) over the ratio\n",
+                     v.baseline_exceeded.size() - kTopSites);
+  }
   for (size_t k = 0; k < v.graph_offenders.size() && k < kTopSites; ++k) {
     const GrowthEntry &g = r.growth[v.graph_offenders[k]];
     std::string holder = g.holders.empty() || g.holders[0].chain.empty()
@@ -178,7 +227,14 @@ Checked check_one(const Report &r, const std::string &path, const GateLimits &li
     c.details += fmt("  autograd graph growing %.1f node(s)/step (%" PRIu64 " nodes) held by %s\n",
                      g.graph_nodes_per_step, g.graph_nodes, holder.c_str());
     c.details += stack_lines(g.frames, g.python_frames);
+    if (github) {
+      c.annotations += annotate(g.frames, g.python_frames,
+                                fmt("autograd graph grows %.1f node(s)/step, held by %s, at ",
+                                    g.graph_nodes_per_step, holder.c_str()) +
+                                    site_label(g.frames, g.python_frames, 1) + " [" + path + "]");
+    }
   }
+  c.details += notes;
   return c;
 }
 
@@ -200,8 +256,13 @@ void add_gate_flags(CLI::App &cmd, GateFlags &flags, bool with_suppressions) {
   cmd.add_flag("--fail-on-degraded", flags.fail_on_degraded,
                "also fail a report whose process ran degraded (process.degraded: no line "
                "numbers, short native stacks)");
-  cmd.add_option("--baseline", flags.baseline,
-                 "baseline from `torchseal baseline`: only sites not in it count");
+  CLI::Option *baseline = cmd.add_option(
+      "--baseline", flags.baseline, "baseline from `torchseal baseline`: only sites not in it count");
+  cmd.add_option("--baseline-max-ratio", flags.baseline_max_ratio,
+                 "with --baseline: a known leak site also counts when it leaks more than R "
+                 "times the bytes the baseline recorded (default: never; noted instead)")
+      ->check(CLI::Range(1.0, 1e15))
+      ->needs(baseline);
   cmd.add_option("--junit", flags.junit, "also write a JUnit XML file (one testcase per report)");
 }
 
@@ -219,6 +280,7 @@ int check_reports(const std::vector<std::string> &paths, const GateFlags &flags)
   if (flags.max_growth_bytes_per_step >= 0)
     limits.max_growth_bytes_per_step = flags.max_growth_bytes_per_step;
   limits.fail_on_degraded = flags.fail_on_degraded;
+  if (flags.baseline_max_ratio >= 0) limits.baseline_max_ratio = flags.baseline_max_ratio;
   const char *gha = std::getenv("GITHUB_ACTIONS");
   bool github = gha && std::string(gha) == "true";
 
@@ -262,7 +324,10 @@ CLI::App *add_check_command(CLI::App &app, CheckOptions &opts) {
       "  site matches a baseline site when kind, api and every frame's function and\n"
       "  file name (basename) agree and each frame's line moved by at most 50 lines;\n"
       "  exact lines win, matching is one to one. Addresses and directories are\n"
-      "  ignored, so a baseline survives rebuilds and other checkouts.\n"
+      "  ignored, so a baseline survives rebuilds and other checkouts. A known site\n"
+      "  that leaks more bytes than its baseline recorded is noted (a `note:` line,\n"
+      "  a `::warning` annotation); with --baseline-max-ratio R it counts once it\n"
+      "  leaks more than R times those bytes.\n"
       "  A failing report prints a FAIL line with the reason and the largest offending\n"
       "  sites (user frame first, Python frames above native ones). With\n"
       "  GITHUB_ACTIONS=true each offending site is also printed as a GitHub\n"

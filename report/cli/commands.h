@@ -35,6 +35,7 @@ struct GateFlags {
   int64_t max_leaked_bytes = -1;          // -1: unset (0)
   double max_growth_bytes_per_step = -1;  // -1: unset (0)
   bool fail_on_degraded = false;
+  double baseline_max_ratio = -1;         // -1: unset (known sites never count)
   std::string suppressions, baseline, junit;
 };
 void add_gate_flags(CLI::App &cmd, GateFlags &flags, bool with_suppressions);

@@ -28,11 +28,14 @@ std::string exact_key(const SiteView &v) {
 SiteView view_of(const BaselineSite &s) { return {s.kind, s.api, {}, &s.frames, &s.python_frames}; }
 
 template <class Entry>
-std::vector<bool> covers(const Baseline &b, const std::string &type,
-                         const std::vector<Entry> &entries) {
+std::vector<long> matches(const Baseline &b, const std::string &type,
+                          const std::vector<Entry> &entries) {
   std::vector<SiteView> base;
-  for (const BaselineSite &s : b.sites) {
-    if (s.type == type) base.push_back(view_of(s));
+  std::vector<long> site_of;  // base[i] is b.sites[site_of[i]]
+  for (size_t i = 0; i < b.sites.size(); ++i) {
+    if (b.sites[i].type != type) continue;
+    base.push_back(view_of(b.sites[i]));
+    site_of.push_back(long(i));
   }
   // Collapse identical sites of the report first, so matching stays
   // one-to-one per *site*, not per entry.
@@ -46,8 +49,20 @@ std::vector<bool> covers(const Baseline &b, const std::string &type,
     entry_group[i] = it->second;
   }
   std::vector<long> m = match_sites(base, groups);
-  std::vector<bool> out(entries.size());
-  for (size_t i = 0; i < entries.size(); ++i) out[i] = m[entry_group[i]] >= 0;
+  std::vector<long> out(entries.size(), -1);
+  for (size_t i = 0; i < entries.size(); ++i) {
+    long g = m[entry_group[i]];
+    if (g >= 0) out[i] = site_of[size_t(g)];
+  }
+  return out;
+}
+
+template <class Entry>
+std::vector<bool> covers(const Baseline &b, const std::string &type,
+                         const std::vector<Entry> &entries) {
+  std::vector<long> m = matches(b, type, entries);
+  std::vector<bool> out(m.size());
+  for (size_t i = 0; i < m.size(); ++i) out[i] = m[i] >= 0;
   return out;
 }
 
@@ -218,6 +233,9 @@ bool read_baseline_file(const std::string &path, Baseline &out, std::string &err
 
 std::vector<bool> baseline_covers(const Baseline &b, const std::vector<LeakEntry> &leaks) {
   return covers(b, "leak", leaks);
+}
+std::vector<long> baseline_matches(const Baseline &b, const std::vector<LeakEntry> &leaks) {
+  return matches(b, "leak", leaks);
 }
 std::vector<bool> baseline_covers(const Baseline &b, const std::vector<GrowthEntry> &growth) {
   return covers(b, "growth", growth);

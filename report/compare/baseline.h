@@ -8,7 +8,9 @@
 //     "sites": [ { "type": "leak"|"growth", "kind", "api", "bytes",
 //                  "allocations", "frames": [{function,file,line,module}],
 //                  "python_frames": [{function,file,line}] } ] }
-// bytes/allocations are informational (largest seen), not limits.
+// bytes/allocations are the largest seen. They are no limit unless the gate
+// is given a ratio (`check --baseline-max-ratio R`); without one, a known
+// site that leaks more than its bytes is noted, not failed.
 #pragma once
 
 #include <string>
@@ -44,5 +46,7 @@ bool read_baseline_file(const std::string &path, Baseline &out, std::string &err
 // are the same site (e.g. one per device) share one baseline site.
 std::vector<bool> baseline_covers(const Baseline &b, const std::vector<LeakEntry> &leaks);
 std::vector<bool> baseline_covers(const Baseline &b, const std::vector<GrowthEntry> &growth);
+// The same matching, with the index into b.sites of each leak's site (-1: new).
+std::vector<long> baseline_matches(const Baseline &b, const std::vector<LeakEntry> &leaks);
 
 }  // namespace torchseal

@@ -7,13 +7,22 @@ namespace torchseal {
 
 GateVerdict evaluate_gate(const Report &r, const GateLimits &limits, const Baseline *baseline) {
   GateVerdict v;
-  std::vector<bool> leak_known(r.leaks.size(), false), growth_known(r.growth.size(), false);
+  std::vector<long> leak_site(r.leaks.size(), -1);
+  std::vector<bool> growth_known(r.growth.size(), false);
   if (baseline) {
-    leak_known = baseline_covers(*baseline, r.leaks);
+    leak_site = baseline_matches(*baseline, r.leaks);
     growth_known = baseline_covers(*baseline, r.growth);
   }
   for (size_t i = 0; i < r.leaks.size(); ++i) {
-    if (leak_known[i]) {
+    if (leak_site[i] >= 0) {
+      // A baseline with no bytes (written by hand) says nothing about size.
+      uint64_t recorded = baseline->sites[size_t(leak_site[i])].bytes;
+      if (recorded > 0 && r.leaks[i].bytes > recorded) {
+        bool over = limits.baseline_max_ratio &&
+                    double(r.leaks[i].bytes) > *limits.baseline_max_ratio * double(recorded);
+        (over ? v.baseline_exceeded : v.known_grown).push_back({i, recorded});
+        if (over) continue;
+      }
       ++v.excused_leak_sites;
       continue;
     }
@@ -41,6 +50,12 @@ GateVerdict evaluate_gate(const Report &r, const GateLimits &limits, const Basel
   std::stable_sort(v.growth_offenders.begin(), v.growth_offenders.end(), [&](size_t a, size_t b) {
     return r.growth[a].bytes_per_step > r.growth[b].bytes_per_step;
   });
+  auto by_ratio = [&](const KnownGrown &a, const KnownGrown &b) {
+    return double(r.leaks[a.leak].bytes) / double(a.baseline_bytes) >
+           double(r.leaks[b.leak].bytes) / double(b.baseline_bytes);
+  };
+  std::stable_sort(v.baseline_exceeded.begin(), v.baseline_exceeded.end(), by_ratio);
+  std::stable_sort(v.known_grown.begin(), v.known_grown.end(), by_ratio);
 
   const std::string known = baseline ? " not in the baseline" : "";
   uint64_t max_leak = limits.max_leaked_bytes.value_or(0);
@@ -61,6 +76,12 @@ GateVerdict evaluate_gate(const Report &r, const GateLimits &limits, const Basel
     v.reasons.push_back(buf);
   } else {
     v.growth_offenders.clear();
+  }
+  if (!v.baseline_exceeded.empty()) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%zu known site(s) leaked more than %g times their baseline bytes",
+                  v.baseline_exceeded.size(), *limits.baseline_max_ratio);
+    v.reasons.push_back(buf);
   }
   if (!v.graph_offenders.empty())
     v.reasons.push_back(std::to_string(v.graph_offenders.size()) +

@@ -24,6 +24,16 @@ struct GateLimits {
   // a gate that relies on exact stacks or file:line matches in its
   // suppressions and baseline should not pass on a report that has neither.
   bool fail_on_degraded = false;
+  // A known leak site still counts when it leaks more than this many times
+  // the bytes its baseline recorded. Unset: a known site never counts, and
+  // one that leaks more than recorded is only noted (known_grown).
+  std::optional<double> baseline_max_ratio;
+};
+
+// A known leak site leaking more than its baseline recorded.
+struct KnownGrown {
+  size_t leak;              // index into Report::leaks
+  uint64_t baseline_bytes;  // what the baseline recorded for its site
 };
 
 struct GateVerdict {
@@ -36,6 +46,9 @@ struct GateVerdict {
   std::vector<size_t> leak_offenders;    // indices into Report::leaks, bytes descending
   std::vector<size_t> growth_offenders;  // indices into Report::growth, rate descending
   std::vector<size_t> graph_offenders;   // ... its growing autograd graphs (no limit)
+  // Known sites over the baseline's bytes, most grown first: over the ratio
+  // they fail (baseline_exceeded); otherwise they are notes (known_grown).
+  std::vector<KnownGrown> baseline_exceeded, known_grown;
   std::vector<std::string> reasons;      // one line each, empty when passing
 };
 

@@ -85,6 +85,10 @@ MergedReport merge_reports(const std::vector<Report> &inputs) {
   out.process.rank = -1;  // a merged report belongs to no single rank
   out.process.start_time = inputs[0].process.start_time;
   out.process.end_time = inputs[0].process.end_time;
+  // What any process ran without: a rank that had no line numbers must not
+  // vanish behind a first input that had them (`check --fail-on-degraded`).
+  out.process.degraded.clear();
+  std::vector<std::pair<std::string, std::vector<std::string>>> degraded;  // line, labels
 
   for (size_t k = 0; k < inputs.size(); ++k) {
     const Report &r = inputs[k];
@@ -92,6 +96,12 @@ MergedReport merge_reports(const std::vector<Report> &inputs) {
     out.process.start_time = std::min(out.process.start_time, r.process.start_time);
     out.process.end_time = std::max(out.process.end_time, r.process.end_time);
     if (r.trigger != out.trigger) out.trigger = r.trigger == "exit" ? out.trigger : r.trigger;
+    for (const std::string &d : r.process.degraded) {
+      auto it = std::find_if(degraded.begin(), degraded.end(),
+                             [&](const auto &e) { return e.first == d; });
+      if (it == degraded.end()) it = degraded.insert(degraded.end(), {d, {}});
+      if (it->second.empty() || it->second.back() != label) it->second.push_back(label);
+    }
     Summary &s = out.summary;
     s.leaked_bytes += r.summary.leaked_bytes;
     s.leaked_allocations += r.summary.leaked_allocations;
@@ -167,6 +177,16 @@ MergedReport merge_reports(const std::vector<Report> &inputs) {
         it->allocations += u.allocations;
       }
     }
+  }
+
+  for (const auto &[line, labels] : degraded) {
+    if (labels.size() == inputs.size()) {
+      out.process.degraded.push_back(line);
+      continue;
+    }
+    std::string in;
+    for (const std::string &l : labels) in += (in.empty() ? "" : ", ") + l;
+    out.process.degraded.push_back(line + " (only in " + in + ")");
   }
 
   // Contract: leaks bytes descending (stable: first-seen order on ties).

@@ -197,6 +197,40 @@ def t_baseline(tmp):
     CHECK.true("baseline survives moved files, addresses and a 3-line shift", p.returncode == 0,
                p.stdout + p.stderr)
 
+    # Sizes: the same run against a baseline that recorded a quarter of one
+    # site's bytes (as if that leak had grown 4x since).
+    small = json.load(open(base))
+    site = max(small["sites"], key=lambda x: x["bytes"])
+    full = site["bytes"]
+    site["bytes"] = full // 4
+    spath = os.path.join(tmp, "small-baseline.json")
+    json.dump(small, open(spath, "w"))
+    fn = site["frames"][0]["function"].split("(")[0]
+    p = ts("check", "--baseline", spath, v1)
+    notes = [l for l in p.stdout.splitlines() if l.lstrip().startswith("note: known site")]
+    CHECK.true("a known site over its baseline bytes passes without a ratio",
+               p.returncode == 0 and "1 known site(s) leaked more than their baseline bytes"
+               in p.stdout, p.stdout + p.stderr)
+    CHECK.true("... with a note giving both sizes, and its stack",
+               len(notes) == 1 and "leaked %d byte(s), baseline %d (4.0x)" % (full, full // 4)
+               in notes[0] and fn in p.stdout, p.stdout)
+    p = ts("check", "--baseline", spath, v1, env=base_env({"GITHUB_ACTIONS": "true"}))
+    CHECK.true("... and a ::warning annotation under GitHub Actions",
+               len([l for l in p.stdout.splitlines() if l.startswith("::warning")]) == 1
+               and not any(l.startswith("::error") for l in p.stdout.splitlines()), p.stdout)
+    p = ts("check", "--baseline", spath, "--baseline-max-ratio", "5", v1)
+    CHECK.true("4x is within --baseline-max-ratio 5", p.returncode == 0, p.stdout + p.stderr)
+    p = ts("check", "--baseline", spath, "--baseline-max-ratio", "2", v1)
+    CHECK.true("4x fails --baseline-max-ratio 2, naming the site",
+               p.returncode == 1 and "1 known site(s) leaked more than 2 times their baseline "
+               "bytes" in p.stdout and names_in(p.stdout) == {fn}, p.stdout + p.stderr)
+    p = ts("check", "--baseline-max-ratio", "2", v1)
+    CHECK.true("--baseline-max-ratio without --baseline: usage error (exit 2)",
+               p.returncode == 2 and p.stderr.strip(), p.stdout + p.stderr)
+    p = ts("check", "--baseline", spath, "--baseline-max-ratio", "0.5", v1)
+    CHECK.true("--baseline-max-ratio below 1: usage error (exit 2)", p.returncode == 2,
+               p.stdout + p.stderr)
+
 
 def t_diff(tmp):
     v1 = record(tmp, "planted_leaks", "v1")

@@ -2,6 +2,8 @@
 
 #include "report/analysis/site.h"
 #include "report/analysis/site_match.h"
+#include "report/compare/baseline.h"
+#include "report/compare/gate.h"
 #include "report/compare/merge.h"
 
 using namespace torchseal;
@@ -145,4 +147,77 @@ TEST_CASE("a merge adds up a site across ranks, but two lines of one function st
   std::vector<SiteView> va{site_view(r0.leaks[0])}, vb{site_view(r1.leaks[0])};
   CHECK(match_sites(va, vb)[0] == 0);
   CHECK(match_sites(va, vb, 0)[0] == -1);
+}
+
+TEST_CASE("a merge keeps every input's degraded lines, naming inputs that had them alone",
+          "[site]") {
+  Report r0, r1, r2;
+  r0.process.rank = 0;
+  r1.process.rank = 1;
+  r2.process.rank = 2;
+  r1.process.degraded = {"no line numbers: libdw unavailable", "short native stacks"};
+  r2.process.degraded = {"short native stacks"};
+  MergedReport m = merge_reports({r0, r1, r2});
+  CHECK(m.report.process.degraded ==
+        std::vector<std::string>{"no line numbers: libdw unavailable (only in 1)",
+                                 "short native stacks (only in 1, 2)"});
+  r0.process.degraded = {"short native stacks"};
+  m = merge_reports({r0, r1, r2});
+  CHECK(m.report.process.degraded ==
+        std::vector<std::string>{"short native stacks", "no line numbers: libdw unavailable (only in 1)"});
+  GateLimits strict;
+  strict.fail_on_degraded = true;
+  CHECK_FALSE(evaluate_gate(merge_reports({r2, r0}).report, strict, nullptr).pass);
+}
+
+TEST_CASE("a known leak site over its baseline bytes is noted, and counts past the ratio",
+          "[site]") {
+  auto entry = [](uint64_t bytes) {
+    LeakEntry e;
+    e.kind = "device";
+    e.api = "cudaMalloc";
+    e.bytes = bytes;
+    e.allocations = 1;
+    e.frames = {frame("cache_batch", "/bin/app", "app.cpp", 30, 0x4030)};
+    return e;
+  };
+  Report known;
+  known.leaks = {entry(1 << 20)};
+  Baseline b = baseline_from_reports({known});
+  REQUIRE(b.sites.size() == 1);
+  CHECK(b.sites[0].bytes == 1 << 20);
+
+  Report same = known, grown = known;
+  grown.leaks[0].bytes = 5 << 20;
+  GateLimits none, ratio2, ratio8;
+  ratio2.baseline_max_ratio = 2;
+  ratio8.baseline_max_ratio = 8;
+
+  GateVerdict v = evaluate_gate(same, none, &b);
+  CHECK(v.pass);
+  CHECK(v.known_grown.empty());
+  CHECK(v.excused_leak_sites == 1);
+
+  v = evaluate_gate(grown, none, &b);  // no ratio: passes, with the note
+  CHECK(v.pass);
+  REQUIRE(v.known_grown.size() == 1);
+  CHECK(v.known_grown[0].leak == 0);
+  CHECK(v.known_grown[0].baseline_bytes == 1 << 20);
+  CHECK(v.excused_leak_sites == 1);
+
+  v = evaluate_gate(grown, ratio8, &b);  // 5x is within 8x
+  CHECK(v.pass);
+  CHECK(v.known_grown.size() == 1);
+
+  v = evaluate_gate(grown, ratio2, &b);  // 5x is over 2x
+  CHECK_FALSE(v.pass);
+  REQUIRE(v.baseline_exceeded.size() == 1);
+  CHECK(v.known_grown.empty());
+  CHECK(v.excused_leak_sites == 0);
+  REQUIRE(v.reasons.size() == 1);
+  CHECK(v.reasons[0] == "1 known site(s) leaked more than 2 times their baseline bytes");
+
+  // A hand-written entry without bytes says nothing about size.
+  b.sites[0].bytes = 0;
+  CHECK(evaluate_gate(grown, ratio2, &b).pass);
 }
