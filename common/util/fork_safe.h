@@ -10,11 +10,14 @@
 // of their own, no destructor, nothing registered with atexit):
 //
 //  - Lazy<T>: one object, built on first use (default-constructed, or from a
-//    maker's result) and never destroyed (threads may
-//    still call in while the process exits). A build in progress carries the
-//    builder's pid; a process that finds another process's mark (its
-//    parent's, after fork) builds the object again itself. Other threads of
-//    the builder's own process wait for it.
+//    maker's result) and never destroyed (threads may still call in while the
+//    process exits). A build in progress carries the builder's thread id.
+//    Other threads wait while that thread is alive in their own process
+//    (tgkill with signal 0); a mark left by a thread this process does not
+//    have (its parent's, copied by fork; one that died mid-build) is taken
+//    over. A build that throws leaves no mark. A thread that comes back into
+//    its own build (recursion, a signal handler) aborts with one line, as a
+//    recursive static initialisation does.
 //  - Resolved<P>: a pointer or value found by a lookup that may run more than
 //    once and always finds the same answer (dlsym, a table search). Racing
 //    threads both look; none waits. "Not found" (a zero P) is looked up again
@@ -26,7 +29,11 @@
 #pragma once
 
 #include <sched.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
+
+#include <cstdlib>
 
 #include <atomic>
 #include <new>
@@ -57,24 +64,44 @@ class Lazy {
  private:
   template <class F>
   __attribute__((noinline)) T &build(F &make) {
-    const int me = static_cast<int>(getpid());
-    for (;;) {
+    const int me = static_cast<int>(syscall(SYS_gettid));
+    const int pid = static_cast<int>(getpid());
+    for (unsigned spins = 0;; ++spins) {
       if (T *p = ptr_.load(std::memory_order_acquire)) return *p;
       int owner = builder_.load(std::memory_order_acquire);
-      // owner == me: another thread of this process is building; wait.
-      // Any other pid is a parent's unfinished build, copied by fork.
-      if (owner != me && builder_.compare_exchange_strong(owner, me, std::memory_order_acq_rel)) {
-        T *p = new (storage_) T(make());
-        ptr_.store(p, std::memory_order_release);
-        return *p;
+      if (owner == me) {
+        // This thread is already building it: the constructor (or a signal
+        // handler that interrupted it) came back here. Waiting would hang.
+        static const char msg[] = "torchseal: internal error: recursive lazy initialisation\n";
+        (void)!write(2, msg, sizeof msg - 1);
+        abort();
       }
-      sched_yield();
+      // Nobody, or a builder that is no thread of this process: a parent's
+      // thread (the build was copied by fork) or a thread that died in it.
+      bool gone = owner == 0 || syscall(SYS_tgkill, pid, owner, 0) != 0;
+      if (gone && builder_.compare_exchange_strong(owner, me, std::memory_order_acq_rel)) {
+        try {
+          T *p = new (storage_) T(make());
+          ptr_.store(p, std::memory_order_release);
+          return *p;
+        } catch (...) {
+          builder_.store(0, std::memory_order_release);  // the next call tries again
+          throw;
+        }
+      }
+      if (spins < 64) {
+        sched_yield();
+      } else {
+        timespec nap{0, 100'000};  // a long build (a dlopen): give the CPU back
+        nanosleep(&nap, nullptr);
+      }
     }
   }
 
   alignas(T) unsigned char storage_[sizeof(T)]{};
   std::atomic<T *> ptr_{nullptr};
-  std::atomic<int> builder_{0};  // pid of the process building it; 0: nobody yet
+  // The thread building it (kernel tid); 0: nobody yet, or a build that threw.
+  std::atomic<int> builder_{0};
 };
 
 template <class P>

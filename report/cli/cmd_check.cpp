@@ -128,8 +128,11 @@ Checked check_one(const Report &r, const std::string &path, const GateLimits &li
                  v.excused_leak_sites + v.excused_growth_sites);
   }
   if (!v.known_grown.empty()) {
-    extra += fmt("; %zu known site(s) leaked more than their baseline bytes (noted only: see "
-                 "--baseline-max-ratio)",
+    extra += fmt(limits.baseline_max_ratio
+                     ? "; %zu known site(s) leaked more than their baseline bytes (within "
+                       "--baseline-max-ratio)"
+                     : "; %zu known site(s) leaked more than their baseline bytes (noted only: "
+                       "see --baseline-max-ratio)",
                  v.known_grown.size());
   }
   if (r.summary.suppressed_bytes > 0) {
@@ -259,8 +262,9 @@ void add_gate_flags(CLI::App &cmd, GateFlags &flags, bool with_suppressions) {
   CLI::Option *baseline = cmd.add_option(
       "--baseline", flags.baseline, "baseline from `torchseal baseline`: only sites not in it count");
   cmd.add_option("--baseline-max-ratio", flags.baseline_max_ratio,
-                 "with --baseline: a known leak site also counts when it leaks more than R "
-                 "times the bytes the baseline recorded (default: never; noted instead)")
+                 "with --baseline: fail a report where a known leak site leaks more than R "
+                 "times the bytes the baseline recorded, whatever --max-leaked-bytes says "
+                 "(default: never; noted instead)")
       ->check(CLI::Range(1.0, 1e15))
       ->needs(baseline);
   cmd.add_option("--junit", flags.junit, "also write a JUnit XML file (one testcase per report)");
@@ -300,7 +304,7 @@ int check_reports(const std::vector<std::string> &paths, const GateFlags &flags)
     for (const std::string &why : c.verdict.reasons)
       jc.message += (jc.message.empty() ? "" : "; ") + why;
     jc.details = c.summary_line + c.details;
-    if (!jc.failed) jc.output = c.summary_line;
+    if (!jc.failed) jc.output = c.summary_line + c.details;  // a pass's notes
     cases.push_back(std::move(jc));
   }
   std::fflush(stdout);
@@ -326,8 +330,8 @@ CLI::App *add_check_command(CLI::App &app, CheckOptions &opts) {
       "  exact lines win, matching is one to one. Addresses and directories are\n"
       "  ignored, so a baseline survives rebuilds and other checkouts. A known site\n"
       "  that leaks more bytes than its baseline recorded is noted (a `note:` line,\n"
-      "  a `::warning` annotation); with --baseline-max-ratio R it counts once it\n"
-      "  leaks more than R times those bytes.\n"
+      "  a `::warning` annotation); with --baseline-max-ratio R the report fails\n"
+      "  once such a site leaks more than R times those bytes.\n"
       "  A failing report prints a FAIL line with the reason and the largest offending\n"
       "  sites (user frame first, Python frames above native ones). With\n"
       "  GITHUB_ACTIONS=true each offending site is also printed as a GitHub\n"

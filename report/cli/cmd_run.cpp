@@ -392,7 +392,8 @@ CLI::App *add_run_command(CLI::App &app, RunOptions &opts) {
       "  ./torchseal-run-XXXXXX (prefix torchseal-%h-%p) unless --output is given, and\n"
       "  then --output must contain %p. When CMD succeeds, all those reports go through\n"
       "  `torchseal check` with --max-leaked-bytes, --max-growth-bytes-per-step,\n"
-      "  --baseline, --junit and --suppressions.\n\n";
+      "  --fail-on-degraded, --baseline, --baseline-max-ratio, --junit and\n"
+      "  --suppressions.\n\n";
   add_setting_options(*cmd, opts);
   cmd->add_flag("--fail-on-leak", opts.fail_on_leak,
                 "run CMD as a child, then `check` every report it wrote (with the limit "

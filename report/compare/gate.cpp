@@ -13,14 +13,24 @@ GateVerdict evaluate_gate(const Report &r, const GateLimits &limits, const Basel
     leak_site = baseline_matches(*baseline, r.leaks);
     growth_known = baseline_covers(*baseline, r.growth);
   }
+  // The baseline records a site's largest entry (entries of one site on
+  // several devices are separate), so each entry is compared with it, and
+  // the site is named once, by its largest entry.
+  std::vector<long> largest(baseline ? baseline->sites.size() : 0, -1);
+  for (size_t i = 0; i < r.leaks.size(); ++i) {
+    long s = leak_site[i];
+    if (s >= 0 && (largest[size_t(s)] < 0 || r.leaks[i].bytes > r.leaks[size_t(largest[size_t(s)])].bytes))
+      largest[size_t(s)] = long(i);
+  }
   for (size_t i = 0; i < r.leaks.size(); ++i) {
     if (leak_site[i] >= 0) {
       // A baseline with no bytes (written by hand) says nothing about size.
       uint64_t recorded = baseline->sites[size_t(leak_site[i])].bytes;
-      if (recorded > 0 && r.leaks[i].bytes > recorded) {
+      size_t site_entry = size_t(largest[size_t(leak_site[i])]);
+      if (recorded > 0 && r.leaks[site_entry].bytes > recorded) {
         bool over = limits.baseline_max_ratio &&
-                    double(r.leaks[i].bytes) > *limits.baseline_max_ratio * double(recorded);
-        (over ? v.baseline_exceeded : v.known_grown).push_back({i, recorded});
+                    double(r.leaks[site_entry].bytes) > *limits.baseline_max_ratio * double(recorded);
+        if (site_entry == i) (over ? v.baseline_exceeded : v.known_grown).push_back({i, recorded});
         if (over) continue;
       }
       ++v.excused_leak_sites;

@@ -88,7 +88,7 @@ MergedReport merge_reports(const std::vector<Report> &inputs) {
   // What any process ran without: a rank that had no line numbers must not
   // vanish behind a first input that had them (`check --fail-on-degraded`).
   out.process.degraded.clear();
-  std::vector<std::pair<std::string, std::vector<std::string>>> degraded;  // line, labels
+  std::vector<std::pair<std::string, std::vector<size_t>>> degraded;  // line, inputs
 
   for (size_t k = 0; k < inputs.size(); ++k) {
     const Report &r = inputs[k];
@@ -100,7 +100,7 @@ MergedReport merge_reports(const std::vector<Report> &inputs) {
       auto it = std::find_if(degraded.begin(), degraded.end(),
                              [&](const auto &e) { return e.first == d; });
       if (it == degraded.end()) it = degraded.insert(degraded.end(), {d, {}});
-      if (it->second.empty() || it->second.back() != label) it->second.push_back(label);
+      if (it->second.empty() || it->second.back() != k) it->second.push_back(k);
     }
     Summary &s = out.summary;
     s.leaked_bytes += r.summary.leaked_bytes;
@@ -179,13 +179,13 @@ MergedReport merge_reports(const std::vector<Report> &inputs) {
     }
   }
 
-  for (const auto &[line, labels] : degraded) {
-    if (labels.size() == inputs.size()) {
+  for (const auto &[line, which] : degraded) {
+    if (which.size() == inputs.size()) {
       out.process.degraded.push_back(line);
       continue;
     }
     std::string in;
-    for (const std::string &l : labels) in += (in.empty() ? "" : ", ") + l;
+    for (size_t k : which) in += (in.empty() ? "" : ", ") + m.labels[k];
     out.process.degraded.push_back(line + " (only in " + in + ")");
   }
 

@@ -10,8 +10,9 @@ namespace {
 // A shim loaded by dlopen (torchseal.start()) comes after the CUDA
 // libraries in the lookup order, so RTLD_NEXT finds nothing: ask them.
 void *from_cuda_libraries(const char *name) {
-  static const char *const kLibs[] = {"libcudart.so.13", "libcudart.so.12", "libcudart.so",
-                                      "libcuda.so.1",    "libcupti.so.13",  "libcupti.so"};
+  static const char *const kLibs[] = {"libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0",
+                                      "libcudart.so",    "libcuda.so.1",    "libcupti.so.13",
+                                      "libcupti.so"};
   for (const char *lib : kLibs) {
     void *h = dlopen(lib, RTLD_LAZY | RTLD_NOLOAD);
     if (!h) continue;

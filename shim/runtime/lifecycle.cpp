@@ -159,6 +159,18 @@ int cuda_before_self(dl_phdr_info *info, size_t, void *data) {
   return 0;
 }
 
+// A fork while another thread is inside initialise() (dlopen of libunwind
+// and libdw, the writer's start) would leave the child g_init_mutex locked
+// by a thread it does not have, and its first CUDA call would wait forever:
+// a fork waits for the initialisation to end instead. Registered at load,
+// because the fork can come before the first initialise().
+void init_lock_prepare() { g_init_mutex.lock(); }
+void init_lock_parent() { g_init_mutex.unlock(); }
+void init_lock_child() { new (&g_init_mutex) std::mutex(); }
+__attribute__((constructor)) void guard_init_across_fork() {
+  pthread_atfork(init_lock_prepare, init_lock_parent, init_lock_child);
+}
+
 // Preloaded, the shim comes before any CUDA library (simgpu's preloaded
 // simcuda comes after it); loaded by dlopen, it comes after them.
 __attribute__((constructor)) void note_load_order() {

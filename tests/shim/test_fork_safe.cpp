@@ -1,11 +1,13 @@
 // Lazy and Resolved (common/util/fork_safe.h): what a function-local static
 // could not do, a forked child's use while the parent was mid-build.
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <atomic>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -27,10 +29,33 @@ struct SlowToBuild {
   }
 };
 
+// A hang in a child is cut by SIGALRM, whatever disposition the test runner
+// left it.
+void alarm_in(unsigned seconds) {
+  signal(SIGALRM, SIG_DFL);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGALRM);
+  sigprocmask(SIG_UNBLOCK, &set, nullptr);
+  alarm(seconds);
+}
+
+// The child's wait status; killed (SIGKILL) if it outlives `seconds`.
+int wait_child(pid_t pid, int seconds) {
+  int status = 0;
+  for (int i = 0; i < seconds * 100; ++i) {
+    if (waitpid(pid, &status, WNOHANG) == pid) return status;
+    usleep(10000);
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, &status, 0);
+  return status;
+}
+
 // The child: 0 when it built its own object, 1 when it got a wrong one; a
 // hang is cut by alarm (SIGALRM, which the parent reports).
 int child_uses(torchseal::Lazy<SlowToBuild> &lazy) {
-  alarm(10);
+  alarm_in(10);
   g_release.store(true);  // the child's own build must not wait for anyone
   return lazy.get().value == 42 ? 0 : 1;
 }
@@ -45,8 +70,8 @@ TEST_CASE("a child forked while another thread builds a Lazy builds its own") {
   while (!g_inside.load()) usleep(1000);
   pid_t pid = fork();
   if (pid == 0) _exit(child_uses(lazy));
-  int status = 0;
-  REQUIRE(waitpid(pid, &status, 0) == pid);
+  REQUIRE(pid > 0);
+  int status = wait_child(pid, 20);
   g_release.store(true);
   builder.join();
   INFO("status " << status);
@@ -74,13 +99,13 @@ TEST_CASE("a function-local static guard deadlocks the same child (why Lazy exis
   while (!inside.load()) usleep(1000);
   pid_t pid = fork();
   if (pid == 0) {
-    alarm(2);
+    alarm_in(2);
     release.store(true);
     use();
     _exit(0);
   }
-  int status = 0;
-  REQUIRE(waitpid(pid, &status, 0) == pid);
+  REQUIRE(pid > 0);
+  int status = wait_child(pid, 20);
   release.store(true);
   builder.join();
   CHECK(WIFSIGNALED(status));
@@ -122,4 +147,54 @@ TEST_CASE("Resolved keeps a found value and looks again after 'not found'") {
   CHECK(r.get([&] { ++looks; return 7; }) == 7);
   CHECK(r.get([&] { ++looks; return 9; }) == 7);
   CHECK(looks == 2);
+}
+
+namespace {
+std::atomic<int> g_attempts{0};
+struct FailsOnce {
+  FailsOnce() {
+    if (g_attempts.fetch_add(1) == 0) throw std::runtime_error("first build fails");
+  }
+};
+}  // namespace
+
+TEST_CASE("a Lazy build that throws leaves no mark: the next use builds again") {
+  static constinit torchseal::Lazy<FailsOnce> lazy;
+  CHECK_THROWS_AS(lazy.get(), std::runtime_error);
+  CHECK(lazy.built() == nullptr);
+  std::atomic<bool> done{false};
+  std::thread other([&] {
+    lazy.get();  // another thread, which a leftover mark would make wait forever
+    done = true;
+  });
+  for (int i = 0; i < 2000 && !done; ++i) usleep(1000);
+  if (!done) FAIL("the second build waited for the failed one");
+  other.join();
+  CHECK(g_attempts.load() == 2);
+  CHECK(lazy.built() != nullptr);
+}
+
+namespace {
+struct Recursive;
+torchseal::Lazy<Recursive> *g_recursive = nullptr;
+struct Recursive {
+  Recursive() { g_recursive->get(); }
+};
+}  // namespace
+
+TEST_CASE("a Lazy build that comes back into itself aborts instead of hanging") {
+  static constinit torchseal::Lazy<Recursive> lazy;
+  g_recursive = &lazy;
+  pid_t pid = fork();
+  if (pid == 0) {
+    alarm_in(5);
+    int devnull = open("/dev/null", O_WRONLY);
+    if (devnull >= 0) dup2(devnull, 2);  // the one-line message
+    lazy.get();
+    _exit(0);
+  }
+  REQUIRE(pid > 0);
+  int status = wait_child(pid, 20);
+  CHECK(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGABRT);  // SIGALRM: it waited for itself
 }

@@ -221,3 +221,48 @@ TEST_CASE("a known leak site over its baseline bytes is noted, and counts past t
   b.sites[0].bytes = 0;
   CHECK(evaluate_gate(grown, ratio2, &b).pass);
 }
+
+TEST_CASE("a known site leaking on several devices is compared and named once", "[site]") {
+  auto entry = [](uint64_t bytes, int device) {
+    LeakEntry e;
+    e.kind = "device";
+    e.api = "cudaMalloc";
+    e.device = device;
+    e.bytes = bytes;
+    e.allocations = 1;
+    e.frames = {frame("cache_batch", "/bin/app", "app.cpp", 30, 0x4030)};
+    return e;
+  };
+  // Growth sites first: the leak's index into b.sites is not its index
+  // among the leak sites.
+  Baseline b;
+  BaselineSite g;
+  g.type = "growth";
+  g.kind = "device";
+  g.api = "cudaMalloc";
+  g.bytes = 1;
+  g.frames = {frame("other", "/bin/app", "app.cpp", 90, 0x4090)};
+  b.sites = {g, g};
+  b.sites[1].frames = {frame("third", "/bin/app", "app.cpp", 99, 0x4099)};
+  BaselineSite l;
+  l.kind = "device";
+  l.api = "cudaMalloc";
+  l.bytes = 1 << 20;
+  l.frames = {frame("cache_batch", "/bin/app", "app.cpp", 30, 0x4030)};
+  b.sites.push_back(l);
+  REQUIRE(baseline_matches(b, {entry(1, 0)}) == std::vector<long>{2});
+
+  Report r;
+  r.leaks = {entry(1 << 20, 0), entry(3 << 20, 1), entry(2 << 20, 2)};
+  GateVerdict v = evaluate_gate(r, {}, &b);
+  CHECK(v.pass);
+  REQUIRE(v.known_grown.size() == 1);  // one site, named by its largest entry
+  CHECK(v.known_grown[0].leak == 1);
+  GateLimits ratio2;
+  ratio2.baseline_max_ratio = 2;
+  v = evaluate_gate(r, ratio2, &b);  // 3x on device 1: the whole site counts
+  CHECK_FALSE(v.pass);
+  REQUIRE(v.baseline_exceeded.size() == 1);
+  CHECK(v.baseline_exceeded[0].leak == 1);
+  CHECK(v.excused_leak_sites == 0);
+}
