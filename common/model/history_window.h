@@ -28,6 +28,9 @@ struct HistoryReadInfo {
   // file and one segment (the writer went over the cap rather than lose it).
   uint64_t checkpoint_bytes = 0;
   bool over_cap = false;
+  // No clean end (the process crashed or was killed) or a damaged file: the
+  // report is of the last event read, and all that was live then counts.
+  bool truncated = false;
   // A window: its bounds as replayed, seconds since the process started
   // (from_s < 0 when it never opened: no event in it).
   bool windowed = false;

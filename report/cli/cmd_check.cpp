@@ -138,6 +138,10 @@ Checked check_one(const Report &r, const std::string &path, const GateLimits &li
   if (r.summary.suppressed_bytes > 0) {
     extra += "; " + std::to_string(r.summary.suppressed_bytes) + " byte(s) suppressed";
   }
+  if (r.history.present && r.history.truncated) {
+    extra += "; from a truncated history (the process crashed or was killed): all that was "
+             "live at its last event counts, caches included";
+  }
   // Known sites over their baseline bytes: notes under a pass or a fail.
   std::string notes;
   for (size_t k = 0; k < v.known_grown.size() && k < kTopSites; ++k) {

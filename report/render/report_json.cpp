@@ -660,6 +660,7 @@ std::string report_to_json(const Report &r) {
     hist["limit_bytes"] = h.limit_bytes ? ojson(h.limit_bytes) : ojson(nullptr);
     hist["checkpoint_bytes"] = h.checkpoint_bytes;
     hist["over_cap"] = h.over_cap;
+    if (h.truncated) hist["truncated"] = true;  // absent: a clean end
     j["history"] = std::move(hist);
     if (h.windowed) {
       ojson w = {{"from", h.from_s >= 0 ? ojson(finite(h.from_s)) : ojson(nullptr)},

@@ -106,6 +106,7 @@ HistoryReadInfo read_info(const Replay &replay, const HistoryReadStats &stats,
   h.limit_bytes = stats.limit_bytes;
   h.checkpoint_bytes = stats.checkpoint_bytes;
   h.over_cap = stats.over_cap;
+  h.truncated = stats.truncated;
   if (replay.windowed()) {
     h.windowed = true;
     double start_ns = (process.start_time - clock_base) * 1e9;

@@ -86,6 +86,16 @@ def t_check(tmp):
         CHECK.true("FAIL output names the three planted sites", names_in(p.stdout) == set(PLANTED),
                    p.stdout)
         CHECK.true("first line says FAIL", "FAIL" in p.stdout.splitlines()[0], p.stdout)
+        CHECK.true("a clean history is not called truncated (%s)" % os.path.basename(path),
+                   "truncated" not in p.stdout, p.stdout)
+    # The process killed before its end record: judged at its last event, and said so.
+    cut = os.path.join(tmp, "cut.tseal")
+    data = open(tseal, "rb").read()
+    open(cut, "wb").write(data[:-1])
+    p = ts("check", cut)
+    CHECK.true("a truncated history's FAIL line says so",
+               p.returncode == 1 and "from a truncated history" in p.stdout.splitlines()[0],
+               p.stdout + p.stderr)
     total = json.load(open(rep))["summary"]["leaked_bytes"]
     p = ts("check", "--max-leaked-bytes", str(total), rep)
     CHECK.true("check at exactly the leaked total exits 0", p.returncode == 0, p.stdout + p.stderr)
