@@ -188,13 +188,21 @@ TEST_CASE("a Lazy build that comes back into itself aborts instead of hanging") 
   pid_t pid = fork();
   if (pid == 0) {
     alarm_in(5);
-    int devnull = open("/dev/null", O_WRONLY);
+    int devnull = getenv("TSEAL_TEST_STDERR") ? -1 : open("/dev/null", O_WRONLY);
     if (devnull >= 0) dup2(devnull, 2);  // the one-line message
     lazy.get();
     _exit(0);
   }
   REQUIRE(pid > 0);
   int status = wait_child(pid, 20);
+  INFO("status " << status);
+  // SIGALRM or SIGKILL: it waited for itself.
+  CHECK_FALSE((WIFSIGNALED(status) && (WTERMSIG(status) == SIGALRM || WTERMSIG(status) == SIGKILL)));
+#if defined(__SANITIZE_THREAD__)
+  // ThreadSanitizer ends this forked child with its own status (66) before
+  // the abort; a standalone build shows the line and SIGABRT.
+#else
   CHECK(WIFSIGNALED(status));
-  CHECK(WTERMSIG(status) == SIGABRT);  // SIGALRM: it waited for itself
+  CHECK(WTERMSIG(status) == SIGABRT);
+#endif
 }
