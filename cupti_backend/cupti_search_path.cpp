@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "shim/core/loader_walk.h"
+
 namespace torchseal::cupti {
 namespace {
 
@@ -96,7 +98,10 @@ std::vector<std::string> python_site_dirs() {
     if (v && *v) add_prefix_site_dirs(out, v);
   }
   PhdrScan scan{&out, {}};
-  dl_iterate_phdr(scan_object, &scan);
+  {
+    LoaderWalkGuard walking;
+    dl_iterate_phdr(scan_object, &scan);
+  }
   for (const std::string &site : scan.prefixes)
     if (out.size() < kMaxSiteDirs && is_dir(site)) add_unique(out, site);
   // The executable itself: <prefix>/bin/python3.12 -> <prefix>/lib/python3.12.

@@ -1,16 +1,24 @@
 // fork_hammer [FORKS [cuda]]: two threads hammer cudaMalloc/cudaFree (so the
 // fork usually lands while a thread is inside the shim, holding its locks)
-// while the main thread forks FORKS times (default 40). Every even child goes
-// through the shim's locks (torchseal_step(), torchseal_dump(): the live
-// table, stack table, misc and report locks) and exits normally (destructors
-// run); every odd child exits without calling anything (it writes no file).
+// and a third opens and closes intervals (torchseal_start, torchseal_stop: a
+// report written under the interval lock, into iv/), while the main thread
+// forks FORKS times (default 40). Every even child goes through the shim's
+// locks (torchseal_step(), torchseal_dump(): the live table, stack table, misc
+// and report locks; an interval of its own; a dlopen, which the shim's loader
+// walks see) and exits normally (destructors run); every odd child exits
+// without calling anything (it writes no file). No thread of the parent
+// dlcloses: glibc's fork does not take the atexit list's lock that dlclose
+// holds, so a child's exit() would wait forever, with or without torchseal.
+// FORK_HAMMER_INTERVALS=0 leaves the interval thread out (the sanitizer
+// runs: their allocator is not fork-safe, tests/reliability/run.py).
 // A child that has not finished within 10 s is deadlocked: its stacks go to
 // stderr (gdb, where installed), it is killed and the program exits 4.
 // With `cuda`, even children call cudaMalloc/cudaFree instead. That is not
 // part of the test: CUDA itself is not fork-safe once initialised (real CUDA
 // fails, simcuda deadlocks on its own driver mutex, which has no atfork
 // handler), so it measures the simulator, not torchseal.
-// Prints `forks=N`, `cuda_children=N` (children that entered the shim), `deadlocked=N`.
+// Prints `forks=N`, `cuda_children=N` (children that entered the shim), `deadlocked=N`,
+// `network_libs=N` (mapped segments of libdebuginfod or libcurl: 0 expected).
 //
 // EXPECT: exit 0
 
@@ -53,6 +61,19 @@ void print_stacks(pid_t pid) {
   if (std::system(cmd) != 0) std::fprintf(stderr, "fork_hammer: no stacks (gdb missing or failed)\n");
 }
 
+// Not otherwise loaded by this program; part of glibc on every distribution.
+constexpr const char *kLoadable = "libanl.so.1";
+
+using StartFn = int (*)(const char *);
+using StopFn = long long (*)();
+
+void intervals(StartFn start, StopFn stop_fn) {
+  while (!stop.load(std::memory_order_relaxed)) {
+    if (start("iv/parent") == 0) stop_fn();
+    usleep(500);
+  }
+}
+
 double now() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -66,7 +87,12 @@ int main(int argc, char **argv) {
   void *warm = nullptr;
   CHECK(cudaMalloc(&warm, 64));
   CHECK(cudaFree(warm));
-  std::thread t1(hammer), t2(hammer);
+  auto start = reinterpret_cast<StartFn>(dlsym(RTLD_DEFAULT, "torchseal_start"));
+  auto stop_fn = reinterpret_cast<StopFn>(dlsym(RTLD_DEFAULT, "torchseal_stop"));
+  std::thread t1(hammer), t2(hammer), t3;
+  const char *iv = std::getenv("FORK_HAMMER_INTERVALS");
+  if (start && stop_fn && !(iv && std::strcmp(iv, "0") == 0))
+    t3 = std::thread(intervals, start, stop_fn);
   int deadlocked = 0, failed = 0, cuda_children = 0;
   for (int i = 0; i < forks; ++i) {
     bool use_cuda = (i % 2) == 0;
@@ -82,6 +108,12 @@ int main(int argc, char **argv) {
         auto dump = reinterpret_cast<decltype(&torchseal_dump)>(dlsym(RTLD_DEFAULT, "torchseal_dump"));
         if (step) step();
         if (dump && dump("fork child") != 0) _exit(7);
+        if (start && stop_fn) {
+          char prefix[64];
+          std::snprintf(prefix, sizeof prefix, "iv/child-%d", static_cast<int>(getpid()));
+          if (start(prefix) == 0) stop_fn();
+        }
+        if (void *h = dlopen(kLoadable, RTLD_NOW | RTLD_LOCAL)) dlclose(h);  // alone: no race
       }
       std::exit(0);  // runs destructors: the child's report is written here
     }
@@ -107,7 +139,18 @@ int main(int argc, char **argv) {
   stop.store(true);
   t1.join();
   t2.join();
-  std::printf("forks=%d\ncuda_children=%d\ndeadlocked=%d\nfailed=%d\n", forks, cuda_children,
-              deadlocked, failed);
+  if (t3.joinable()) t3.join();
+  // What the shim's libraries brought into this process by now (its reports
+  // have symbolized): Debian's libdw would have loaded libdebuginfod and
+  // libcurl, whose exit handlers hung forked children (shim/bundled/bundle.py).
+  int network_libs = 0;
+  if (FILE *maps = std::fopen("/proc/self/maps", "r")) {
+    char line[4096];
+    while (std::fgets(line, sizeof line, maps))
+      network_libs += std::strstr(line, "libdebuginfod") || std::strstr(line, "libcurl");
+    std::fclose(maps);
+  }
+  std::printf("forks=%d\ncuda_children=%d\ndeadlocked=%d\nfailed=%d\nnetwork_libs=%d\n", forks,
+              cuda_children, deadlocked, failed, network_libs);
   return deadlocked ? 4 : failed ? 3 : 0;
 }

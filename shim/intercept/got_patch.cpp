@@ -24,6 +24,11 @@ namespace torchseal::got {
 namespace {
 
 std::mutex g_mutex;
+// A fork while another thread patches (the writer's pass after a dlopen)
+// waits for it: the child patches its own later dlopens with this lock and
+// these tables. Registered after the loader walk's handlers (priority 101),
+// which a patch takes inside this lock.
+__attribute__((constructor(102))) void hold_patch_across_fork() { hold_across_fork<g_mutex>(); }
 std::atomic<bool> g_patched{false};
 std::unordered_set<uintptr_t> *g_done = nullptr;  // load bases already patched
 void *g_self = nullptr;                           // our own dlopen handle

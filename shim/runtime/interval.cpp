@@ -7,7 +7,10 @@
 // takes a late subscriber, else the callers' GOT entries (lifecycle.cpp).
 #include "torchseal.h"
 
+#include <pthread.h>
+
 #include <mutex>
+#include <new>
 #include <string>
 
 #include "common/util/log.h"
@@ -20,6 +23,22 @@ namespace {
 
 std::mutex g_mutex;
 std::string *g_interval_prefix = nullptr;  // never freed: read at exit
+
+// Held across a whole report, which may wait for the main thread's Python
+// (the holder scan), so a fork cannot wait for it: a child forked while
+// another thread is in there gets the lock free (its own torchseal_start and
+// torchseal_stop would wait forever) and no interval. The parent's prefix is
+// left behind, not read: that thread may have been assigning it (a child
+// freed a pointer of it in fork_hammer). A child records its own, from its
+// own first CUDA call, and opens its own intervals.
+void interval_lock_child() {
+  new (&g_mutex) std::mutex();
+  g_interval_prefix = nullptr;
+  torchseal::set_interval_open(false);
+}
+__attribute__((constructor)) void reset_interval_lock_in_child() {
+  pthread_atfork(nullptr, nullptr, interval_lock_child);
+}
 
 }  // namespace
 

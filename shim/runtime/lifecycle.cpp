@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "shim/core/counters.h"
+#include "shim/core/loader_walk.h"
 #include "shim/core/python/autograd_node.h"
 #include "shim/core/python/python_frames.h"
 #include "shim/intercept/dlsym_hook.h"
@@ -178,6 +179,7 @@ __attribute__((constructor)) void note_load_order() {
   if (!dladdr(reinterpret_cast<void *>(&note_load_order), &self)) return;
   LoadOrder order;
   order.self = reinterpret_cast<uintptr_t>(self.dli_fbase);
+  LoaderWalkGuard walking;  // a late shim's load can race another thread's fork
   dl_iterate_phdr(cuda_before_self, &order);
   g_loaded_late = order.cuda_before_self;
 }

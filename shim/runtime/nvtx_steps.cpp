@@ -18,6 +18,8 @@
 
 #include <nvtx3/nvToolsExt.h>
 
+#include "common/util/fork_safe.h"
+
 #include "common/settings/config.h"
 #include "common/util/log.h"
 #include "shim/core/recorder.h"
@@ -73,6 +75,10 @@ thread_local uint64_t t_push_bits = 0;
 thread_local int t_push_depth = 0;
 std::mutex g_ranges_mutex;
 std::unordered_map<uint64_t, bool> g_started;
+// A DataLoader worker forked while another thread starts or ends a range.
+__attribute__((constructor(102))) void hold_ranges_across_fork() {
+  hold_across_fork<g_ranges_mutex>();
+}
 std::atomic<uint64_t> g_next_range{1};
 
 void step_ended() {

@@ -37,7 +37,10 @@ int find_libpython_cb(struct dl_phdr_info *info, size_t, void *data) {
 bool locate(SymbolScope &scope) {
   if (dlsym(RTLD_DEFAULT, "Py_IsInitialized")) return true;
   char path[PATH_MAX] = {};
-  if (!dl_iterate_phdr(find_libpython_cb, path)) return false;
+  {
+    LoaderWalkGuard walking;
+    if (!dl_iterate_phdr(find_libpython_cb, path)) return false;
+  }
   // RTLD_NOLOAD: only a handle on the already-loaded copy. It is never
   // closed: it pins libpython so the function pointers we keep stay valid.
   void *h = dlopen(path, RTLD_NOLOAD | RTLD_LAZY | RTLD_LOCAL);

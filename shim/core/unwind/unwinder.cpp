@@ -17,6 +17,7 @@
 #include "common/util/log.h"
 #include "shim/core/activation.h"
 #include "shim/core/ip_hash.h"
+#include "shim/core/loader_walk.h"
 #include "shim/core/thread_heap.h"
 #include "shim/core/unwind/frame_rules.h"
 #include "shim/core/unwind/rule_learner.h"
@@ -495,11 +496,17 @@ const ExecRanges *exec_ranges(bool refresh) {
   const ExecRanges *cur = g_exec.load(std::memory_order_acquire);
   if (cur && !refresh) return cur;
   ExecRanges counts;
-  dl_iterate_phdr(read_counts, &counts);
+  {
+    LoaderWalkGuard walking;
+    dl_iterate_phdr(read_counts, &counts);
+  }
   if (cur && counts.adds == cur->adds && counts.subs == cur->subs) return cur;
   std::lock_guard<std::mutex> lock(g_exec_mu);
   auto *next = new ExecRanges;
-  dl_iterate_phdr(collect_exec, next);
+  {
+    LoaderWalkGuard walking;
+    dl_iterate_phdr(collect_exec, next);
+  }
   std::sort(next->ranges.begin(), next->ranges.end());
   g_exec.store(next, std::memory_order_release);
   return next;
@@ -581,7 +588,10 @@ void check_against_libunwind(const uint64_t *fast, int n, int max) {
 }  // namespace
 
 const char *unwinder_init(UnwindMode mode, std::string *why) {
-  dl_iterate_phdr(find_self, reinterpret_cast<void *>(&unwinder_init));
+  {
+    LoaderWalkGuard walking;
+    dl_iterate_phdr(find_self, reinterpret_cast<void *>(&unwinder_init));
+  }
   g_mode = mode;
   runtime_libs::Opened lib = runtime_libs::open("libunwind.so.8", RTLD_NOW);
   void *h = lib.handle;
@@ -644,7 +654,12 @@ void unwinder_code_unloaded() {
   }
 }
 
-void unwinder_after_fork() { g_rules.reset_lock_after_fork(); }
+void unwinder_after_fork() {
+  g_rules.reset_lock_after_fork();
+  // A parent's thread may have been refreshing the ranges; the tables it
+  // published are whole (each is complete before g_exec points at it).
+  new (&g_exec_mu) std::mutex();
+}
 
 void unwinder_log_summary() {
   if (!g_fast.load() && !g_learned.load()) return;
