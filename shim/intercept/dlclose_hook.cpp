@@ -28,6 +28,9 @@ extern "C" __attribute__((visibility("default"))) int dlclose(void *handle) {
   static constinit torchseal::Resolved<Fn> slot;
   Fn real = slot.get([] { return reinterpret_cast<Fn>(torchseal::real_dlsym(RTLD_NEXT, "dlclose")); });
   if (!real) return -1;
+  // What was loaded before, so an unload of code without learned rules can
+  // keep them (unwinder.h). One walk of the loaded objects a call.
+  torchseal::CodeRanges before = torchseal::unwinder_code_before_unload();
   int rc = real(handle);
   // Most dlclose calls only drop a reference; clear only after a real unmap.
   unsigned long long subs = 0;
@@ -36,6 +39,6 @@ extern "C" __attribute__((visibility("default"))) int dlclose(void *handle) {
     dl_iterate_phdr(read_subs, &subs);
   }
   if (subs != g_seen_subs.exchange(subs, std::memory_order_relaxed))
-    torchseal::unwinder_code_unloaded();
+    torchseal::unwinder_code_unloaded(before);
   return rc;
 }

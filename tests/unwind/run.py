@@ -71,6 +71,10 @@ def zoo(backend="hooks"):
             raise Failed(f"only {rules} rules learned")
         if "unloaded too often" not in p.stderr:
             raise Failed("70 plugin unloads: no line saying the walker gave up its rules:\n" + p.stderr)
+        quiet = p.stderr.find("unwind_zoo: quiet unloads done")
+        if quiet < 0 or p.stderr.find("unloaded too often") < quiet:
+            raise Failed("100 unloads of a plugin that never ran cost the walker its rules "
+                         "(or the run never got past them):\n" + p.stderr)
 
 
 def python():

@@ -12,6 +12,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "shim/core/shard_lock.h"
 
@@ -100,6 +102,9 @@ class RuleTable {
   // False once kMaxTables tables were retired (each keeps its address range
   // reserved): the caller then stops using rules.
   bool clear();
+  // Whether a rule (or a frame-pointer key) is stored for an address inside
+  // `ranges` ([lo, hi), sorted). Scans the whole table: for unloads only.
+  bool has_key_in(const std::vector<std::pair<uint64_t, uint64_t>> &ranges) const;
   // Child side of fork: the inserting thread may not exist any more.
   void reset_lock_after_fork() { lock_.reset_after_fork(); }
 

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include <algorithm>
+#include <iterator>
 #include <mutex>
 #include <new>
 #include <string>
@@ -643,9 +644,44 @@ int capture_stack(uint64_t *out, int max) {
   return n;
 }
 
-void unwinder_code_unloaded() {
+namespace {
+
+CodeRanges loaded_code() {
+  ExecRanges now;
+  {
+    LoaderWalkGuard walking;
+    dl_iterate_phdr(collect_exec, &now);
+  }
+  std::sort(now.ranges.begin(), now.ranges.end());
+  return CodeRanges{now.adds, std::move(now.ranges)};
+}
+
+// The ranges of `before` that are not loaded any more; false when that
+// cannot be told: something was loaded since `before` (another thread's
+// dlopen), which may sit where the unloaded code was, in the same range.
+bool gone_since(const CodeRanges &before, std::vector<std::pair<uint64_t, uint64_t>> *gone) {
+  CodeRanges now = loaded_code();
+  if (now.adds != before.adds) return false;
+  std::set_difference(before.ranges.begin(), before.ranges.end(), now.ranges.begin(),
+                      now.ranges.end(), std::back_inserter(*gone));
+  return true;
+}
+
+}  // namespace
+
+CodeRanges unwinder_code_before_unload() {
+  return g_fast.load(std::memory_order_relaxed) ? loaded_code() : CodeRanges{};
+}
+
+void unwinder_code_unloaded(const CodeRanges &before) {
   g_memo_gen.fetch_add(1, std::memory_order_relaxed);
-  if (g_fast.load() && !g_rules.clear()) {
+  if (!g_fast.load()) return;
+  // No rule keyed inside what went away: every rule still describes the code
+  // at its address (a rule is only learned for a return address on a live
+  // stack, whose code cannot be unloaded under it), so the table stays.
+  std::vector<std::pair<uint64_t, uint64_t>> gone;
+  if (!before.ranges.empty() && gone_since(before, &gone) && !g_rules.has_key_in(gone)) return;
+  if (!g_rules.clear()) {
     // Many unloads (each retires a table): stop learning, walk with libunwind.
     g_fast.store(false);
     log::warn(

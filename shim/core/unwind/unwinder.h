@@ -17,6 +17,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/settings/config.h"
 
@@ -42,8 +44,20 @@ constexpr int kCaptureBufFrames = 256 + kCaptureSlack;
 const uint64_t *capture_stack_inplace(uint64_t (&buf)[kCaptureBufFrames], int max, int *n,
                                       uint64_t *hash);
 
+// The executable ranges loaded now, [lo, hi) sorted, and the loader's count
+// of loads, taken before a dlclose; empty when no learned rules are in use.
+struct CodeRanges {
+  unsigned long long adds = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+};
+CodeRanges unwinder_code_before_unload();
 // Code was unmapped (dlclose): forget the rules learned for its addresses.
-void unwinder_code_unloaded();
+// With the ranges loaded before (`before`, not empty), only code that had
+// rules costs the table: an unload of code no allocation's stack ever
+// passed through (most plugins, every library that only ran its
+// constructors) keeps it. The table can be replaced only so many times
+// (frame_rules.h), after which stacks are walked by libunwind.
+void unwinder_code_unloaded(const CodeRanges &before = CodeRanges{});
 // Child side of fork.
 void unwinder_after_fork();
 // One line for the exit log: how stacks were walked (and, in check mode,
