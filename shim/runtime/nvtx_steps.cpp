@@ -18,9 +18,8 @@
 
 #include <nvtx3/nvToolsExt.h>
 
-#include "common/util/fork_safe.h"
-
 #include "common/settings/config.h"
+#include "common/util/fork_safe.h"
 #include "common/util/log.h"
 #include "shim/core/recorder.h"
 #include "shim/runtime/lifecycle.h"

@@ -2,9 +2,6 @@
 
 #include <sys/mman.h>
 
-#include <algorithm>
-#include <iterator>
-
 namespace torchseal::unwind {
 
 std::atomic<uint64_t> *RuleTable::map_table() {
@@ -58,16 +55,14 @@ bool RuleTable::clear() {
   return true;
 }
 
-bool RuleTable::has_key_in(const std::vector<std::pair<uint64_t, uint64_t>> &ranges) const {
+bool RuleTable::has_key_in(const AddressRanges &ranges) const {
   Table t = table();
   if (!t || ranges.empty()) return false;
   for (uint64_t i = 0; i < kSlots; ++i) {
     uint64_t k = t[i].load(std::memory_order_relaxed);
     if (!k) continue;
     // A frame-pointer key is ~ip: user-space addresses leave its top bit set.
-    uint64_t ip = (k >> 63) ? ~k : k;
-    auto it = std::upper_bound(ranges.begin(), ranges.end(), std::make_pair(ip, ~uint64_t{0}));
-    if (it != ranges.begin() && ip < std::prev(it)->second) return true;
+    if (in_ranges(ranges, (k >> 63) ? ~k : k)) return true;
   }
   return false;
 }

@@ -12,10 +12,9 @@
 
 #include <atomic>
 #include <cstdint>
-#include <utility>
-#include <vector>
 
 #include "shim/core/shard_lock.h"
+#include "shim/core/unwind/address_ranges.h"
 
 namespace torchseal::unwind {
 
@@ -104,7 +103,7 @@ class RuleTable {
   bool clear();
   // Whether a rule (or a frame-pointer key) is stored for an address inside
   // `ranges` ([lo, hi), sorted). Scans the whole table: for unloads only.
-  bool has_key_in(const std::vector<std::pair<uint64_t, uint64_t>> &ranges) const;
+  bool has_key_in(const AddressRanges &ranges) const;
   // Child side of fork: the inserting thread may not exist any more.
   void reset_lock_after_fork() { lock_.reset_after_fork(); }
 

@@ -466,15 +466,11 @@ __attribute__((noinline)) int walk(const Start &s, uint64_t *out, int max, uint6
 // without frame pointers left in rbp. Rebuilt when the loader's object
 // count changed; old tables are kept (never freed) because a walker on
 // another thread may still read one.
-struct ExecRanges {
-  unsigned long long adds = 0, subs = 0;
-  std::vector<std::pair<uint64_t, uint64_t>> ranges;  // sorted [lo, hi)
-};
-std::atomic<const ExecRanges *> g_exec{nullptr};
+std::atomic<const CodeRanges *> g_exec{nullptr};
 std::mutex g_exec_mu;
 
 int collect_exec(struct dl_phdr_info *info, size_t, void *data) {
-  auto *r = static_cast<ExecRanges *>(data);
+  auto *r = static_cast<CodeRanges *>(data);
   r->adds = info->dlpi_adds;
   r->subs = info->dlpi_subs;
   for (int i = 0; i < info->dlpi_phnum; ++i) {
@@ -487,40 +483,40 @@ int collect_exec(struct dl_phdr_info *info, size_t, void *data) {
 }
 
 int read_counts(struct dl_phdr_info *info, size_t, void *data) {
-  auto *r = static_cast<ExecRanges *>(data);
+  auto *r = static_cast<CodeRanges *>(data);
   r->adds = info->dlpi_adds;
   r->subs = info->dlpi_subs;
   return 1;
 }
 
-const ExecRanges *exec_ranges(bool refresh) {
-  const ExecRanges *cur = g_exec.load(std::memory_order_acquire);
+CodeRanges loaded_code() {
+  CodeRanges now;
+  {
+    LoaderWalkGuard walking;
+    dl_iterate_phdr(collect_exec, &now);
+  }
+  std::sort(now.ranges.begin(), now.ranges.end());
+  return now;
+}
+
+const CodeRanges *exec_ranges(bool refresh) {
+  const CodeRanges *cur = g_exec.load(std::memory_order_acquire);
   if (cur && !refresh) return cur;
-  ExecRanges counts;
+  CodeRanges counts;
   {
     LoaderWalkGuard walking;
     dl_iterate_phdr(read_counts, &counts);
   }
   if (cur && counts.adds == cur->adds && counts.subs == cur->subs) return cur;
   std::lock_guard<std::mutex> lock(g_exec_mu);
-  auto *next = new ExecRanges;
-  {
-    LoaderWalkGuard walking;
-    dl_iterate_phdr(collect_exec, next);
-  }
-  std::sort(next->ranges.begin(), next->ranges.end());
+  auto *next = new CodeRanges(loaded_code());
   g_exec.store(next, std::memory_order_release);
   return next;
 }
 
-bool in_ranges(const ExecRanges *r, uint64_t ip) {
-  auto it = std::upper_bound(r->ranges.begin(), r->ranges.end(), std::make_pair(ip, ~uint64_t{0}));
-  return it != r->ranges.begin() && ip < std::prev(it)->second;
-}
-
 bool is_code(uint64_t ip) {
-  if (in_ranges(exec_ranges(false), ip)) return true;
-  return in_ranges(exec_ranges(true), ip);  // something loaded since?
+  if (unwind::in_ranges(exec_ranges(false)->ranges, ip)) return true;
+  return unwind::in_ranges(exec_ranges(true)->ranges, ip);  // something loaded since?
 }
 
 // Frame pointers alone, within this thread's stack, stopping at the first
@@ -646,20 +642,10 @@ int capture_stack(uint64_t *out, int max) {
 
 namespace {
 
-CodeRanges loaded_code() {
-  ExecRanges now;
-  {
-    LoaderWalkGuard walking;
-    dl_iterate_phdr(collect_exec, &now);
-  }
-  std::sort(now.ranges.begin(), now.ranges.end());
-  return CodeRanges{now.adds, std::move(now.ranges)};
-}
-
 // The ranges of `before` that are not loaded any more; false when that
 // cannot be told: something was loaded since `before` (another thread's
 // dlopen), which may sit where the unloaded code was, in the same range.
-bool gone_since(const CodeRanges &before, std::vector<std::pair<uint64_t, uint64_t>> *gone) {
+bool gone_since(const CodeRanges &before, unwind::AddressRanges *gone) {
   CodeRanges now = loaded_code();
   if (now.adds != before.adds) return false;
   std::set_difference(before.ranges.begin(), before.ranges.end(), now.ranges.begin(),
@@ -679,7 +665,7 @@ void unwinder_code_unloaded(const CodeRanges &before) {
   // No rule keyed inside what went away: every rule still describes the code
   // at its address (a rule is only learned for a return address on a live
   // stack, whose code cannot be unloaded under it), so the table stays.
-  std::vector<std::pair<uint64_t, uint64_t>> gone;
+  unwind::AddressRanges gone;
   if (!before.ranges.empty() && gone_since(before, &gone) && !g_rules.has_key_in(gone)) return;
   if (!g_rules.clear()) {
     // Many unloads (each retires a table): stop learning, walk with libunwind.

@@ -17,10 +17,9 @@
 
 #include <cstdint>
 #include <string>
-#include <utility>
-#include <vector>
 
 #include "common/settings/config.h"
+#include "shim/core/unwind/address_ranges.h"
 
 namespace torchseal {
 
@@ -44,12 +43,13 @@ constexpr int kCaptureBufFrames = 256 + kCaptureSlack;
 const uint64_t *capture_stack_inplace(uint64_t (&buf)[kCaptureBufFrames], int max, int *n,
                                       uint64_t *hash);
 
-// The executable ranges loaded now, [lo, hi) sorted, and the loader's count
-// of loads, taken before a dlclose; empty when no learned rules are in use.
+// The executable ranges of the loaded objects, sorted, and the loader's
+// counts of loads and unloads when they were read.
 struct CodeRanges {
-  unsigned long long adds = 0;
-  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  unsigned long long adds = 0, subs = 0;
+  unwind::AddressRanges ranges;
 };
+// Taken before a dlclose; empty when no learned rules are in use.
 CodeRanges unwinder_code_before_unload();
 // Code was unmapped (dlclose): forget the rules learned for its addresses.
 // With the ranges loaded before (`before`, not empty), only code that had
