@@ -4,7 +4,9 @@ alloc+free pair of bench/pair_plain (cudaMalloc/cudaFree through simcuda, 30
 distinct frames deep) counted by callgrind inside pair_plain's loop (its
 `pairs` function, inclusive: the hooks, the recorder and simcuda, not the
 service thread), bare and under the shim, as the difference between two run
-lengths (so start-up cancels out).
+lengths (so start-up cancels out). At depth 30 also bench/pair_plain_static
+(the runtime linked in statically, nvcc's default: the shim records the
+driver calls the runtime makes through cuGetProcAddress), as "static-30".
 
     instructions.py --build-dir B [--reference bench/instructions.json]
                     [--update] [--tolerance 0.10]
@@ -24,10 +26,11 @@ import sys
 import tempfile
 
 DEPTHS = (5, 30)
+STATIC_DEPTHS = (30,)
 SHORT, LONG = 2000, 6000
 
 
-def count(build, shim, depth, pairs, tmp):
+def count(build, shim, depth, pairs, tmp, program="pair_plain"):
     out = os.path.join(tmp, "cg.out")
     # meson test sets MALLOC_PERTURB_ (a random byte every malloc fills and
     # every free scrubs), which adds the size of each block the shim or
@@ -45,7 +48,7 @@ def count(build, shim, depth, pairs, tmp):
     # every 50 ms), which made a whole-program count move 10% with the load.
     p = subprocess.run(["valgrind", "--tool=callgrind", "--toggle-collect=*::pairs(*",
                         "--callgrind-out-file=" + out,
-                        os.path.join(build, "bench", "pair_plain"), "cuda", str(depth), str(pairs)],
+                        os.path.join(build, "bench", program), "cuda", str(depth), str(pairs)],
                        env=env, capture_output=True, text=True)
     if p.returncode != 0:
         sys.exit("instructions.py: pair_plain under callgrind failed:\n" + p.stderr[-2000:])
@@ -57,11 +60,11 @@ def count(build, shim, depth, pairs, tmp):
     return int(m.group(1))
 
 
-def per_pair(build, shim, depth, tmp):
+def per_pair(build, shim, depth, tmp, program="pair_plain"):
     # pair_plain runs PAIRS plus a tenth (+1) of warm-up.
     n = lambda pairs: pairs + pairs // 10 + 1
-    return (count(build, shim, depth, LONG, tmp) - count(build, shim, depth, SHORT, tmp)) / (
-        n(LONG) - n(SHORT))
+    return (count(build, shim, depth, LONG, tmp, program) -
+            count(build, shim, depth, SHORT, tmp, program)) / (n(LONG) - n(SHORT))
 
 
 def main():
@@ -81,6 +84,10 @@ def main():
             bare = per_pair(a.build_dir, False, d, tmp)
             shim = per_pair(a.build_dir, True, d, tmp)
             got[str(d)] = round(shim - bare)
+        for d in STATIC_DEPTHS:
+            bare = per_pair(a.build_dir, False, d, tmp, "pair_plain_static")
+            shim = per_pair(a.build_dir, True, d, tmp, "pair_plain_static")
+            got["static-%d" % d] = round(shim - bare)
     ref = {}
     if a.reference and os.path.exists(a.reference) and not a.update:
         saved = json.load(open(a.reference))
@@ -91,7 +98,8 @@ def main():
         ref = saved["added_instructions_per_pair"]
     worse = []
     for d, v in got.items():
-        line = "added instructions per pair at depth %s: %d" % (d, v)
+        line = "added instructions per pair at depth %s: %d" % (d.replace("static-", "") +
+                                                               (" (static cudart)" if "static" in d else ""), v)
         if d in ref:
             change = v / ref[d] - 1
             line += " (reference %d, %+.1f%%)" % (ref[d], 100 * change)
@@ -101,8 +109,9 @@ def main():
     if a.update and a.reference:
         with open(a.reference, "w") as f:
             json.dump({"what": "callgrind instructions the shim adds to one cudaMalloc+cudaFree "
-                               "pair of bench/pair_plain, counted inside its pairs() loop on the "
-                               "allocating thread (bench/instructions.py)",
+                               "pair of bench/pair_plain (static-D: bench/pair_plain_static), "
+                               "counted inside its pairs() loop on the allocating thread "
+                               "(bench/instructions.py)",
                        "buildtype": a.buildtype or None,
                        "added_instructions_per_pair": got}, f, indent=2)
             f.write("\n")

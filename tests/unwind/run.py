@@ -1,4 +1,4 @@
-"""run.py zoo|python|same-sites: the fast unwinder against libunwind.
+"""run.py zoo|zoo-cupti|python|same-sites|rbp-loop: the fast unwinder against libunwind.
 
 zoo         unwind_zoo under TORCHSEAL_UNWIND=check: no stack may differ,
             every shape must have been compared, and the signal frames and
@@ -9,6 +9,8 @@ python      a Python program allocating through ctypes from nested Python
             frames, on every interpreter present, under =check.
 same-sites  unwind_zoo leak under =fast and =libunwind: the two reports must
             name the same leak sites, frame for frame.
+rbp-loop    one site allocating 1000 times under a caller that keeps a changing
+            counter in rbp, under =check: the memo must still serve.
 
 Python 3 standard library only.
 """
@@ -27,6 +29,7 @@ SHIM, CLI = ENV["TSEAL_UW_SHIM"], ENV["TSEAL_UW_CLI"]
 SIM, ZOO, PLUGIN = ENV["TSEAL_UW_SIMCUDA_DIR"], ENV["TSEAL_UW_ZOO"], ENV["TSEAL_UW_PLUGIN"]
 CHECK_RE = re.compile(r"unwind check: (\d+) stacks compared with libunwind, (\d+) differed; "
                       r"(\d+) walked by libunwind alone; (\d+) frame rules learned")
+REUSED_RE = re.compile(r"(\d+) walks finished from the previous one's frames")
 
 
 def run(cmd, tmp, unwind, extra=None, backend="hooks"):
@@ -77,6 +80,26 @@ def zoo(backend="hooks"):
                          "(or the run never got past them):\n" + p.stderr)
 
 
+def rbp_loop():
+    """1000 allocations from one site under callers that keep a changing
+    counter in rbp: the walks must agree with libunwind, and each but the
+    first must end in the last one's frames (the saved counter is a word no
+    step reads; static cudart's frames under the driver hooks are such
+    callers, and before this every walk of theirs started over)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        p = run([ZOO, "rbp-loop", PLUGIN], tmp, "check")
+        compared, _, _ = check_line(p.stderr)
+        if compared < 1000:
+            raise Failed(f"only {compared} stacks compared")
+        m = REUSED_RE.search(p.stderr)
+        if not m:
+            raise Failed("no count of walks finished from the previous one's frames:\n" + p.stderr)
+        reused = int(m.group(1))
+        print(f"reused={reused}")
+        if reused < 990:
+            raise Failed(f"only {reused} of 1000 walks ended in the previous walk's frames")
+
+
 def python():
     pythons = ENV.get("TSEAL_UW_PYTHONS", "").split()
     if not pythons:
@@ -122,7 +145,7 @@ def same_sites():
 
 try:
     {"zoo": zoo, "zoo-cupti": lambda: zoo("cupti"), "python": python,
-     "same-sites": same_sites}[sys.argv[1]]()
+     "same-sites": same_sites, "rbp-loop": rbp_loop}[sys.argv[1]]()
 except Failed as e:
     print("FAIL: %s" % e)
     sys.exit(1)

@@ -4,9 +4,12 @@
 // TORCHSEAL_UNWIND=check, every captured stack is walked by both the fast
 // walker and libunwind and any difference is counted (tests/unwind/run.py).
 //
-//   unwind_zoo [leak] PLUGIN.so
+//   unwind_zoo [leak|rbp-loop] PLUGIN.so
 //   leak: keep one allocation per shape, so the reports of two runs can be
 //         compared site by site.
+//   rbp-loop: only 1000 allocations from one site whose callers keep a
+//         changing counter in rbp (each walk but the first may end in the
+//         last one's frames).
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <signal.h>
@@ -105,9 +108,13 @@ int main(int argc, char **argv) {
   if (a < argc && strcmp(argv[a], "leak") == 0) {
     g_leak = true;
     ++a;
+  } else if (a < argc && strcmp(argv[a], "rbp-loop") == 0) {
+    zoo_rbp_counter(1000, alloc_free, nullptr);
+    std::puts("unwind_zoo: done");
+    return 0;
   }
   if (a >= argc) {
-    std::fprintf(stderr, "usage: unwind_zoo [leak] PLUGIN.so\n");
+    std::fprintf(stderr, "usage: unwind_zoo [leak|rbp-loop] PLUGIN.so\n");
     return 2;
   }
   for (int depth = 0; depth <= 40; depth += g_leak ? 20 : 1)

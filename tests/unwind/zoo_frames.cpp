@@ -58,3 +58,54 @@ __attribute__((noinline)) void zoo_alloca(size_t bytes, void (*leaf)(void *), vo
   g_sink = g_sink + p[bytes];
 }
 }
+
+// Hand-written, so that rbp surely holds the counter (a compiler may or may
+// not pick rbp); its unwind rule restores rbp from the slot it pushed.
+asm(R"(
+  .text
+  .globl zoo_rbp_counter
+  .type zoo_rbp_counter, @function
+zoo_rbp_counter:
+  .cfi_startproc
+  pushq %rbp
+  .cfi_def_cfa_offset 16
+  .cfi_offset %rbp, -16
+  pushq %rbx
+  .cfi_def_cfa_offset 24
+  .cfi_offset %rbx, -24
+  pushq %r12
+  .cfi_def_cfa_offset 32
+  .cfi_offset %r12, -32
+  pushq %r13
+  .cfi_def_cfa_offset 40
+  .cfi_offset %r13, -40
+  subq $8, %rsp
+  .cfi_def_cfa_offset 48
+  movl %edi, %ebx
+  movq %rsi, %r12
+  movq %rdx, %r13
+  xorl %ebp, %ebp
+1:
+  cmpl %ebx, %ebp
+  jge 2f
+  movl $2, %edi
+  movq %r12, %rsi
+  movq %r13, %rdx
+  call zoo_mixed@PLT
+  incl %ebp
+  jmp 1b
+2:
+  addq $8, %rsp
+  .cfi_def_cfa_offset 40
+  popq %r13
+  .cfi_def_cfa_offset 32
+  popq %r12
+  .cfi_def_cfa_offset 24
+  popq %rbx
+  .cfi_def_cfa_offset 16
+  popq %rbp
+  .cfi_def_cfa_offset 8
+  ret
+  .cfi_endproc
+  .size zoo_rbp_counter, .-zoo_rbp_counter
+)");

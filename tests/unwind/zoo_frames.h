@@ -13,4 +13,8 @@ void zoo_mixed(int depth, void (*leaf)(void *), void *arg);
 void zoo_realigned(void (*leaf)(void *), void *arg);
 // A frame with a variable-length alloca.
 void zoo_alloca(size_t bytes, void (*leaf)(void *), void *arg);
+// Calls zoo_mixed(2, leaf, arg) `n` times with the call count in rbp, as
+// code built without frame pointers keeps a loop counter there: the frames
+// below save a value that changes on every call, and no frame reads it.
+void zoo_rbp_counter(int n, void (*leaf)(void *), void *arg);
 }

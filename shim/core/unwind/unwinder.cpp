@@ -97,7 +97,7 @@ inline __attribute__((always_inline)) int apply(const FrameRule &r, uint64_t &ip
   if (cfa <= rsp || cfa > hi) return -1;
   uint64_t next_rbp = rbp;
   rbp_src = 0;
-  rbp_in = r.rbp_base || !r.rbp_off;
+  rbp_in = r.rbp_base;
   if (r.rbp_off) {
     uint64_t at = cfa + static_cast<uint64_t>(static_cast<int64_t>(r.rbp_off));
     if (at < rsp || at + 8 > hi) return -1;
@@ -113,7 +113,7 @@ inline __attribute__((always_inline)) int apply(const FrameRule &r, uint64_t &ip
 struct Frame {
   uint64_t ip, rsp, rbp;
   uint64_t rbp_src = 0;  // where the step loaded the caller's rbp (0: kept)
-  bool rbp_in = true;    // the step read this frame's rbp
+  bool rbp_in = true;    // the step read this frame's rbp (as its CFA's base)
 };
 
 // One step from frame `f` to its caller by its rule, learned first if
@@ -183,7 +183,13 @@ struct WordCheck {
 struct WalkMemo {
   uint64_t ip[kMemoFrames], rsp[kMemoFrames], rbp[kMemoFrames];
   uint64_t rbp_src[kMemoFrames];  // where the step from frame k loaded rbp(k+1); 0: kept
-  bool rbp_in[kMemoFrames];       // that step read frame k's rbp (else any rbp walks the same)
+  bool rbp_read[kMemoFrames];     // that step read frame k's rbp (a CFA based on it)
+  // Some step from frame k outwards reads frame k's rbp: it is read at k, or
+  // kept into a frame that reads it. Only then does a match at k need the
+  // same rbp: code built without frame pointers uses rbp as one more
+  // register, whose value changes from call to call (static cudart's frames
+  // under the driver hooks: every walk missed the memo, bench/RESULTS.md).
+  bool rbp_in[kMemoFrames];
   int n = 0;                      // frames recorded; 0: nothing to match
   uint64_t end_src = 0;           // the walk ended on a loaded 0 return address here (0: by a rule)
   bool whole = false;             // the walk ended by itself, not at `max`
@@ -246,6 +252,24 @@ inline void check_step(WalkMemo &w, int k, uint64_t rbp_src, uint64_t rsp, uint6
   }
   check_word(w, rsp - 8, ip);
   if (rbp_src) check_word(w, rbp_src, rbp);
+}
+
+// Which of frames [0, k) need their rbp for the walk outwards, given frame
+// k's need (false past the last frame) and the walk's `n` frames. A step
+// that loaded an rbp no frame needs leaves that word unchecked: such code
+// saved a register that held a loop counter, not a frame pointer.
+inline void rbp_needs(WalkMemo &w, int k, int n, bool outer) {
+  for (int j = k - 1; j >= 0; --j) {
+    if (!outer && w.rbp_src[j] && j + 1 < n) {
+      WordCheck &c = w.check[w.first[j]];
+      if (w.rbp_src[j] == w.rsp[j + 1] - 16)
+        c.mask[0] = 0;  // the saved-rbp half of a frame-pointer pair
+      else
+        w.check[w.first[j] + 1].mask = WordPair{0, 0};
+    }
+    outer = w.rbp_read[j] || (w.rbp_src[j] == 0 && outer);
+    w.rbp_in[j] = outer;
+  }
 }
 
 // The walk's first frame: its caller's, or the hook's (below).
@@ -373,6 +397,7 @@ __attribute__((noinline)) int walk(const Start &s, uint64_t *out, int max, uint6
               rec->rsp[k + j - m] = prev->rsp[j];
               rec->rbp[k + j - m] = prev->rbp[j];
               rec->rbp_src[k + j - m] = prev->rbp_src[j];
+              rec->rbp_read[k + j - m] = prev->rbp_read[j];
               rec->rbp_in[k + j - m] = prev->rbp_in[j];
               rec->first[k + j - m] =
                   static_cast<uint16_t>(prev->first[j] - prev->first[m] + rec->nchecks);
@@ -381,6 +406,7 @@ __attribute__((noinline)) int walk(const Start &s, uint64_t *out, int max, uint6
             memcpy(rec->check + rec->nchecks, prev->check + prev->first[m],
                    static_cast<size_t>(more) * sizeof(WordCheck));
             rec->nchecks += more;
+            rbp_needs(*rec, k, total, prev->rbp_in[m]);
             rec->n = total;
             rec->end_src = prev->end_src;
             rec->whole = prev->whole;
@@ -399,8 +425,8 @@ __attribute__((noinline)) int walk(const Start &s, uint64_t *out, int max, uint6
       rec->ip[k] = ip;
       rec->rsp[k] = rsp;
       rec->rbp[k] = rbp;
-      rec->rbp_src[k] = 0;    // until a step says otherwise (the last frame
-      rec->rbp_in[k] = true;  // of a walk cut at max is never stepped)
+      rec->rbp_src[k] = 0;       // until a step says otherwise (the last frame
+      rec->rbp_read[k] = false;  // of a walk cut at max is never stepped)
     }
     *p++ = ip;
     h.add(ip);
@@ -413,7 +439,7 @@ __attribute__((noinline)) int walk(const Start &s, uint64_t *out, int max, uint6
     // rule of ip's; the frame-pointer step is the loop's own body.
     uint64_t key = unwind::RuleTable::key_at(table, i) ^ ip;
     uint64_t rbp_src = 0;
-    bool rbp_in = true;
+    bool rbp_in = false;  // the End rule reads nothing
     if (__builtin_expect(key == ~uint64_t{0}, 1)) {
       // apply() specialised: both loads are within 16 bytes below the
       // checked CFA, so inside the stack mapping.
@@ -425,7 +451,7 @@ __attribute__((noinline)) int walk(const Start &s, uint64_t *out, int max, uint6
       rbp = load(rbp);
       if (keep) {
         rec->rbp_src[k] = rbp_src;
-        rec->rbp_in[k] = true;
+        rec->rbp_read[k] = true;
       }
       if (!ip) {
         end_src = rsp - 8;
@@ -437,7 +463,7 @@ __attribute__((noinline)) int walk(const Start &s, uint64_t *out, int max, uint6
     if (r < 0) return -1;
     if (keep) {
       rec->rbp_src[k] = rbp_src;
-      rec->rbp_in[k] = rbp_in;
+      rec->rbp_read[k] = rbp_in;
     }
     if (r == 0) {
       // A step that loaded a 0 return address (apply() moved rsp to the
@@ -451,6 +477,7 @@ __attribute__((noinline)) int walk(const Start &s, uint64_t *out, int max, uint6
   if (rec && n <= kMemoFrames) {
     rec->first[n - 1] = static_cast<uint16_t>(rec->nchecks);
     if (end_src) check_word(*rec, end_src, 0);
+    rbp_needs(*rec, n, n, false);
     rec->n = n;
     rec->end_src = end_src;
     rec->whole = whole;
@@ -686,17 +713,19 @@ void unwinder_after_fork() {
 void unwinder_log_summary() {
   if (!g_fast.load() && !g_learned.load()) return;
   uint64_t fb = g_fallbacks.load(std::memory_order_relaxed);
+  const MemoPair *mine = ThreadMemo::get();
+  uint64_t reused = g_memo_reused.load() + (mine ? mine->reused : 0);
   if (g_mode == UnwindMode::Check) {
     uint64_t checked = g_checked.load(), bad = g_mismatches.load();
     // Warn level: it is the answer the user asked for with =check.
     log::warn(
         "unwind check: %llu stacks compared with libunwind, %llu differed; %llu walked "
-        "by libunwind alone; %llu frame rules learned",
+        "by libunwind alone; %llu frame rules learned; %llu walks finished from the "
+        "previous one's frames",
         static_cast<unsigned long long>(checked), static_cast<unsigned long long>(bad),
-        static_cast<unsigned long long>(fb), static_cast<unsigned long long>(g_learned.load()));
+        static_cast<unsigned long long>(fb), static_cast<unsigned long long>(g_learned.load()),
+        static_cast<unsigned long long>(reused));
   } else {
-    const MemoPair *mine = ThreadMemo::get();
-    uint64_t reused = g_memo_reused.load() + (mine ? mine->reused : 0);
     log::info(
         "unwinder: %llu stacks handed to libunwind; %llu frame rules learned; %llu walks "
         "finished from the previous one's frames (this thread's and exited threads')",
