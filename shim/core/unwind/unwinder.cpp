@@ -168,17 +168,21 @@ inline __attribute__((always_inline)) int other_step(unwind::RuleTable::Table ta
 // Two buffers: the walk records into one while it matches against the
 // other. Rules change only when code is unloaded, which bumps g_memo_gen.
 //
-// The words are checked 16 bytes at a time, from a list made when the walk
-// was recorded: a frame-pointer step loaded the saved rbp and the return
-// address side by side, so one compare covers it; any other step checks
-// each word it loaded in the upper half of a pair whose lower half is
-// masked off. Every address is known before the first load, so the loads
-// are independent (no chase through rbp), and nothing branches per frame.
+// The words are checked from two lists made when the walk is recorded: a
+// frame-pointer step loaded the saved rbp and the return address side by
+// side, one 16-byte compare; any other step's words (the return address,
+// a saved rbp some frame needs) one at a time, four instructions each (a
+// single list of masked 16-byte compares cost seven and a half). Every
+// address is known before the first load, so the loads are independent (no
+// chase through rbp), and nothing branches per frame.
 constexpr int kMemoFrames = 128;
 using WordPair = uint64_t __attribute__((vector_size(16)));
+struct PairCheck {
+  WordPair want;  // saved rbp, return address
+  uint64_t addr;  // of the saved rbp
+};
 struct WordCheck {
-  WordPair want, mask;
-  uint64_t addr;  // of the pair
+  uint64_t addr, want;
 };
 struct WalkMemo {
   uint64_t ip[kMemoFrames], rsp[kMemoFrames], rbp[kMemoFrames];
@@ -195,10 +199,12 @@ struct WalkMemo {
   bool whole = false;             // the walk ended by itself, not at `max`
   uint64_t gen = 0;
   uint64_t hash = 0;  // hash_ips() of ip[0..n)
-  // The checks of the steps from frame k outwards: check[first[k] .. nchecks).
-  WordCheck check[2 * kMemoFrames + 1];
-  uint16_t first[kMemoFrames];
-  int nchecks = 0;
+  // The checks of the steps from frame k outwards: pair[first_pair[k] ..
+  // npairs) and word[first_word[k] .. nwords).
+  PairCheck pair[kMemoFrames];
+  WordCheck word[2 * kMemoFrames + 1];
+  uint16_t first_pair[kMemoFrames], first_word[kMemoFrames];
+  int npairs = 0, nwords = 0;
 };
 std::atomic<uint64_t> g_memo_gen{1};
 // Walks that ended in the memo, of threads that have exited (each thread
@@ -216,60 +222,75 @@ using ThreadMemo = ThreadHeap<MemoPair>;
 thread_local bool t_walking __attribute__((tls_model("initial-exec"))) = false;
 
 // Frames m.. of `w` still hold: every word their steps loaded is unchanged.
-inline WordPair differs(const WordCheck &c) {
-  WordPair now;
-  memcpy(&now, reinterpret_cast<const void *>(c.addr), sizeof now);
-  return (now ^ c.want) & c.mask;
-}
-
 inline bool memo_holds(const WalkMemo &w, int m) {
-  // Two at a time, into two sums: half the loop's own instructions.
-  WordPair a = {0, 0}, b = {0, 0};
-  const WordCheck *c = w.check + w.first[m], *const end = w.check + w.nchecks;
-  for (; c + 1 < end; c += 2) {
-    a |= differs(c[0]);
-    b |= differs(c[1]);
+  // Four at a time, into two sums: fewer of the loop's own instructions.
+  uint64_t a = 0, b = 0;
+  const WordCheck *c = w.word + w.first_word[m], *const end = w.word + w.nwords;
+  for (; c + 3 < end; c += 4) {
+    a |= (load(c[0].addr) ^ c[0].want) | (load(c[2].addr) ^ c[2].want);
+    b |= (load(c[1].addr) ^ c[1].want) | (load(c[3].addr) ^ c[3].want);
+    // Kept scalar: GCC's vectorised loop shuffled the words into vector
+    // registers, five instructions a word against four.
+    asm("" : "+r"(a), "+r"(b));
   }
-  if (c < end) a |= differs(*c);
-  a |= b;
-  return (a[0] | a[1]) == 0;
-}
-
-// A check of one word: the upper half of the pair ending at `addr` + 8.
-// The lower half lies lower on the stack, above the walker's own frame.
-inline void check_word(WalkMemo &w, uint64_t addr, uint64_t value) {
-  w.check[w.nchecks++] = {WordPair{0, value}, WordPair{0, ~uint64_t{0}}, addr - 8};
-}
-
-// The checks of the step from frame k to the frame (rsp, ip, rbp), which
-// loaded that frame's rbp from rbp_src (0: kept it).
-inline void check_step(WalkMemo &w, int k, uint64_t rbp_src, uint64_t rsp, uint64_t ip,
-                       uint64_t rbp) {
-  w.first[k] = static_cast<uint16_t>(w.nchecks);
-  if (rbp_src == rsp - 16) {  // a frame-pointer frame: saved rbp, return address
-    w.check[w.nchecks++] = {WordPair{rbp, ip}, WordPair{~uint64_t{0}, ~uint64_t{0}}, rsp - 16};
-    return;
+  for (; c < end; ++c) a |= load(c->addr) ^ c->want;
+  WordPair d = {a | b, 0};
+  for (const PairCheck *p = w.pair + w.first_pair[m], *const pend = w.pair + w.npairs; p < pend;
+       ++p) {
+    WordPair now;
+    memcpy(&now, reinterpret_cast<const void *>(p->addr), sizeof now);
+    d |= now ^ p->want;
   }
-  check_word(w, rsp - 8, ip);
-  if (rbp_src) check_word(w, rbp_src, rbp);
+  return (d[0] | d[1]) == 0;
 }
 
 // Which of frames [0, k) need their rbp for the walk outwards, given frame
-// k's need (false past the last frame) and the walk's `n` frames. A step
-// that loaded an rbp no frame needs leaves that word unchecked: such code
-// saved a register that held a loop counter, not a frame pointer.
-inline void rbp_needs(WalkMemo &w, int k, int n, bool outer) {
+// k's need (false past the last frame).
+inline void rbp_needs(WalkMemo &w, int k, bool outer) {
   for (int j = k - 1; j >= 0; --j) {
-    if (!outer && w.rbp_src[j] && j + 1 < n) {
-      WordCheck &c = w.check[w.first[j]];
-      if (w.rbp_src[j] == w.rsp[j + 1] - 16)
-        c.mask[0] = 0;  // the saved-rbp half of a frame-pointer pair
-      else
-        w.check[w.first[j] + 1].mask = WordPair{0, 0};
-    }
     outer = w.rbp_read[j] || (w.rbp_src[j] == 0 && outer);
     w.rbp_in[j] = outer;
   }
+}
+
+// The checks of the steps from frames [0, k), appended in frame order (the
+// lists must be empty or hold the checks of frames from k outwards, which
+// `tail` then moves behind: the memo a walk ended in). Step j reached frame
+// j + 1; a saved rbp that no frame needs goes unchecked: such code saved a
+// register that held a loop counter, not a frame pointer.
+inline void make_checks(WalkMemo &w, int k, const WalkMemo *tail, int tail_from) {
+  for (int j = 0; j < k; ++j) {
+    w.first_pair[j] = static_cast<uint16_t>(w.npairs);
+    w.first_word[j] = static_cast<uint16_t>(w.nwords);
+    if (j + 1 >= w.n) {  // the last frame: what ended the walk
+      if (w.end_src) w.word[w.nwords++] = {w.end_src, 0};
+      break;
+    }
+    uint64_t src = w.rbp_src[j], rsp = w.rsp[j + 1], ip = w.ip[j + 1];
+    bool need = w.rbp_in[j + 1];
+    if (src && src == rsp - 16 && need) {
+      w.pair[w.npairs++] = {WordPair{w.rbp[j + 1], ip}, rsp - 16};
+      continue;
+    }
+    w.word[w.nwords++] = {rsp - 8, ip};
+    if (src && need) w.word[w.nwords++] = {src, w.rbp[j + 1]};
+  }
+  if (!tail) return;
+  int pairs = tail->npairs - tail->first_pair[tail_from];
+  int words = tail->nwords - tail->first_word[tail_from];
+  for (int j = k; j < w.n; ++j) {
+    int t = tail_from + (j - k);
+    w.first_pair[j] =
+        static_cast<uint16_t>(tail->first_pair[t] - tail->first_pair[tail_from] + w.npairs);
+    w.first_word[j] =
+        static_cast<uint16_t>(tail->first_word[t] - tail->first_word[tail_from] + w.nwords);
+  }
+  memcpy(w.pair + w.npairs, tail->pair + tail->first_pair[tail_from],
+         static_cast<size_t>(pairs) * sizeof(PairCheck));
+  memcpy(w.word + w.nwords, tail->word + tail->first_word[tail_from],
+         static_cast<size_t>(words) * sizeof(WordCheck));
+  w.npairs += pairs;
+  w.nwords += words;
 }
 
 // The walk's first frame: its caller's, or the hook's (below).
@@ -357,7 +378,7 @@ __attribute__((noinline)) int walk(const Start &s, uint64_t *out, int max, uint6
     prev = &mp->buf[mp->cur ^ 1];
     if (prev->gen != gen) prev->n = 0;
     rec->n = 0;
-    rec->nchecks = 0;
+    rec->npairs = rec->nwords = 0;
   }
   int m = 0;  // the first frame of `prev` not yet below this walk's rsp
   // Pointers rather than a count and a limit: the loop then fits in
@@ -367,11 +388,6 @@ __attribute__((noinline)) int walk(const Start &s, uint64_t *out, int max, uint6
   uint64_t end_src = 0;
   bool whole = true;
   for (;;) {
-    // The step that reached this frame, checked by the next walk.
-    if (rec && p > out && p - out <= kMemoFrames) {
-      int k = static_cast<int>(p - out) - 1;
-      check_step(*rec, k, rec->rbp_src[k], rsp, ip, rbp);
-    }
     if (prev) {
       while (m < prev->n && prev->rsp[m] < rsp) ++m;
       if (m < prev->n && prev->rsp[m] == rsp && prev->ip[m] == ip &&
@@ -399,16 +415,11 @@ __attribute__((noinline)) int walk(const Start &s, uint64_t *out, int max, uint6
               rec->rbp_src[k + j - m] = prev->rbp_src[j];
               rec->rbp_read[k + j - m] = prev->rbp_read[j];
               rec->rbp_in[k + j - m] = prev->rbp_in[j];
-              rec->first[k + j - m] =
-                  static_cast<uint16_t>(prev->first[j] - prev->first[m] + rec->nchecks);
             }
-            int more = prev->nchecks - prev->first[m];
-            memcpy(rec->check + rec->nchecks, prev->check + prev->first[m],
-                   static_cast<size_t>(more) * sizeof(WordCheck));
-            rec->nchecks += more;
-            rbp_needs(*rec, k, total, prev->rbp_in[m]);
             rec->n = total;
             rec->end_src = prev->end_src;
+            rbp_needs(*rec, k, prev->rbp_in[m]);
+            make_checks(*rec, k, prev, m);
             rec->whole = prev->whole;
             rec->gen = gen;
             rec->hash = truncated ? hash_ips(rec->ip, total) : *hash;
@@ -475,11 +486,10 @@ __attribute__((noinline)) int walk(const Start &s, uint64_t *out, int max, uint6
   int n = static_cast<int>(p - out);
   *hash = h.finish(n);
   if (rec && n <= kMemoFrames) {
-    rec->first[n - 1] = static_cast<uint16_t>(rec->nchecks);
-    if (end_src) check_word(*rec, end_src, 0);
-    rbp_needs(*rec, n, n, false);
     rec->n = n;
     rec->end_src = end_src;
+    rbp_needs(*rec, n, false);
+    make_checks(*rec, n, nullptr, 0);
     rec->whole = whole;
     rec->gen = gen;
     rec->hash = *hash;
