@@ -103,8 +103,10 @@ bool have_clmul() {
 #endif
 }  // namespace
 
-uint32_t crc32(const uint8_t *data, size_t n) {
-  uint32_t c = 0xFFFFFFFFu;
+uint32_t crc32(const uint8_t *data, size_t n) { return crc32_extend(0, data, n); }
+
+uint32_t crc32_extend(uint32_t crc, const uint8_t *data, size_t n) {
+  uint32_t c = crc ^ 0xFFFFFFFFu;
 #if defined(__x86_64__)
   if (n >= 64 && have_clmul()) {
     size_t bulk = n & ~size_t(15);

@@ -1,5 +1,6 @@
 #include "common/format/records.h"
 
+#include "common/format/crc32.h"
 #include "common/format/event_codec.h"
 
 namespace torchseal::tseal {
@@ -178,6 +179,24 @@ void append_events_chunk(std::vector<uint8_t> &out, const EventsHeader &h, const
   out.insert(out.end(), encoded, encoded + n);
   put_chunk_header(out.data() + at, Chunk::Events, out.data() + at + kChunkHeaderSize,
                    out.size() - at - kChunkHeaderSize);
+}
+
+size_t put_events_chunk_head(uint8_t *dst, const EventsHeader &h, const uint8_t *encoded,
+                             size_t n) {
+  RawWriter w(dst + kChunkHeaderSize);
+  w.u32(h.tid);  // as EventsHeader::encode
+  w.u64(h.base_time);
+  w.varint(h.count);
+  const uint8_t *head = dst + kChunkHeaderSize;
+  const size_t head_n = static_cast<size_t>(w.end() - head);
+  RawWriter c(dst);
+  c.u8(static_cast<uint8_t>(Chunk::Events));
+  c.u8(0);
+  c.u8(0);
+  c.u8(0);
+  c.u32(static_cast<uint32_t>(head_n + n));
+  c.u32(crc32_extend(crc32(head, head_n), encoded, n));
+  return kChunkHeaderSize + head_n;
 }
 
 void PassRecord::encode(ByteWriter &w) const { w.u64(time_ns); }

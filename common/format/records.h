@@ -86,6 +86,12 @@ void append_events_chunk(std::vector<uint8_t> &out, uint32_t tid, const std::vec
 // ... and for events already encoded (event_codec.h) from h.base_time on.
 void append_events_chunk(std::vector<uint8_t> &out, const EventsHeader &h, const uint8_t *encoded,
                          size_t n);
+// The chunk header and the EventsHeader of an Events chunk whose encoded
+// events stay where they are (the writer hands both to writev), into `dst`
+// with room for kEventsChunkHeadMax bytes. Returns the bytes written; the
+// chunk is those bytes followed by the n encoded ones.
+inline constexpr size_t kEventsChunkHeadMax = kChunkHeaderSize + 4 + 8 + 10;
+size_t put_events_chunk_head(uint8_t *dst, const EventsHeader &h, const uint8_t *encoded, size_t n);
 
 struct PassRecord {
   uint64_t time_ns = 0;  // CLOCK_MONOTONIC when the writer cut the pass

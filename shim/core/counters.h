@@ -32,7 +32,7 @@ class Counters {
   __attribute__((always_inline)) inline void end_event(uint64_t t0);
   static constexpr uint32_t kSelfSample = 16;
   static constexpr int64_t kFold = int64_t{1} << 20;
-  inline void add_live(int64_t delta);
+  __attribute__((always_inline)) inline void add_live(int64_t delta);
   uint64_t events() const;
   double self_seconds() const;
   uint64_t live_bytes() const;
@@ -87,7 +87,7 @@ class Counters {
   // Signed: the global count alone runs below zero while other threads'
   // unfolded growth covers what this one freed (read as unsigned, the peak
   // once became 2^64 - 800000).
-  void add_global(int64_t delta) {
+  __attribute__((noinline)) void add_global(int64_t delta) {
     int64_t now = live_.fetch_add(delta, std::memory_order_relaxed) + delta;
     if (delta > 0) check_peak(now);
   }

@@ -64,7 +64,12 @@ bool LiveTable::remove(uint64_t addr, LiveRecord *out) {
   for (size_t i = home_of_mix(mixed, mask); s.slots[i].addr; i = (i + 1) & mask) {
     if (s.slots[i].addr == addr) {
       if (out) *out = s.slots[i];
-      erase_at(s, i);
+      if (s.slots[(i + 1) & mask].addr) {
+        erase_at(s, i);
+      } else {  // nothing to shift back: the common case, inline
+        s.slots[i] = LiveRecord{};
+        --s.used;
+      }
       return true;
     }
   }

@@ -1,7 +1,9 @@
 #include "shim/sink/pass_writer.h"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <link.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -77,6 +79,27 @@ void write_bytes(const uint8_t *p, size_t n) {
   }
 }
 
+// Every piece, in order, as write_bytes() writes one.
+void write_pieces(std::vector<iovec> &iov) {
+  State &s = S();
+  size_t i = 0;
+  while (i < iov.size() && g_file_ok.load()) {
+    int n = static_cast<int>(std::min<size_t>(iov.size() - i, IOV_MAX));
+    ssize_t w = ::writev(s.fd, iov.data() + i, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      disable_file(errno);
+      return;
+    }
+    auto left = static_cast<size_t>(w);
+    while (i < iov.size() && left >= iov[i].iov_len) left -= iov[i++].iov_len;
+    if (left) {
+      iov[i].iov_base = static_cast<uint8_t *>(iov[i].iov_base) + left;
+      iov[i].iov_len -= left;
+    }
+  }
+}
+
 double unix_now() {
   timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
@@ -145,10 +168,6 @@ void append_new_labels(std::vector<uint8_t> &out, tseal::LabelsRecord &rec) {
   if (!rec.labels.empty()) tseal::append_record(out, Chunk::Labels, rec);
 }
 
-void append_events(std::vector<uint8_t> &out, const Sealed &c) {
-  tseal::append_events_chunk(out, {c.tid, c.base_time, c.count}, c.bytes.data(), c.bytes.size());
-  S().events_written += c.count;
-}
 
 void append_process_chunk(std::vector<uint8_t> &out, const ProcessInfo &process,
                           double clock_base) {
@@ -201,12 +220,24 @@ void pass(StackTable &stacks, bool final) {
     return;
   }
   std::vector<uint8_t> &out = pass_chunk;
-  size_t total = out.size() + meta.size();
-  for (const Sealed &c : chunks) total += c.bytes.size() + tseal::kChunkHeaderSize + 32;
-  out.reserve(total);  // the events are copied once, not again at each growth
   out.insert(out.end(), meta.begin(), meta.end());
-  for (const Sealed &c : chunks) append_events(out, c);
-  write_all(out);
+  // The events go to the file from the threads' buffers, framed but not
+  // copied: copying them into one buffer for write() was half of this
+  // thread's time (bench/RESULTS.md).
+  std::vector<uint8_t> heads(chunks.size() * tseal::kEventsChunkHeadMax);
+  std::vector<iovec> iov;
+  iov.reserve(1 + 2 * chunks.size());
+  iov.push_back({out.data(), out.size()});
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const Sealed &c = chunks[i];
+    uint8_t *h = heads.data() + i * tseal::kEventsChunkHeadMax;
+    size_t hn = tseal::put_events_chunk_head(h, {c.tid, c.base_time, c.count}, c.bytes.data(),
+                                             c.bytes.size());
+    iov.push_back({h, hn});
+    iov.push_back({const_cast<uint8_t *>(c.bytes.data()), c.bytes.size()});
+    S().events_written += c.count;
+  }
+  write_pieces(iov);
   buffers::recycle(std::move(chunks));
 }
 

@@ -10,6 +10,7 @@
 #include "common/format/crc32.h"
 
 using torchseal::tseal::crc32;
+using torchseal::tseal::crc32_extend;
 using torchseal::tseal::crc32_portable;
 
 TEST_CASE("crc32 gives the standard check value") {
@@ -35,4 +36,18 @@ TEST_CASE("crc32 agrees with the table loop at every length and offset") {
     }
   for (size_t n : {4095, 4096, 4096 + 63})
     REQUIRE(crc32(buf.data(), n) == crc32_portable(buf.data(), n));
+}
+
+TEST_CASE("crc32_extend continues a checksum across pieces") {
+  std::mt19937_64 rng(33);
+  std::vector<uint8_t> buf(3000);
+  for (auto &b : buf) b = static_cast<uint8_t>(rng());
+  for (size_t n : {0, 1, 20, 64, 100, 1000, 2999})
+    for (size_t cut : {0, 1, 19, 64, 65, 500}) {
+      if (cut > n) continue;
+      INFO("length " << n << " cut at " << cut);
+      uint32_t whole = crc32(buf.data(), n);
+      REQUIRE(crc32_extend(crc32(buf.data(), cut), buf.data() + cut, n - cut) == whole);
+      REQUIRE(crc32_extend(0, buf.data(), n) == whole);
+    }
 }
