@@ -1,4 +1,5 @@
-"""run.py zoo|zoo-cupti|python|same-sites|rbp-loop: the fast unwinder against libunwind.
+"""run.py zoo|zoo-cupti|python|same-sites|rbp-loop|deep-after-shallow: the fast
+unwinder against libunwind.
 
 zoo         unwind_zoo under TORCHSEAL_UNWIND=check: no stack may differ,
             every shape must have been compared, and the signal frames and
@@ -11,6 +12,8 @@ same-sites  unwind_zoo leak under =fast and =libunwind: the two reports must
             name the same leak sites, frame for frame.
 rbp-loop    one site allocating 1000 times under a caller that keeps a changing
             counter in rbp, under =check: the memo must still serve.
+deep-after-shallow  a deep stack after a shallow one of the same recursion,
+            past the default stack depth, under =check: the memo must serve.
 
 Python 3 standard library only.
 """
@@ -29,7 +32,8 @@ SHIM, CLI = ENV["TSEAL_UW_SHIM"], ENV["TSEAL_UW_CLI"]
 SIM, ZOO, PLUGIN = ENV["TSEAL_UW_SIMCUDA_DIR"], ENV["TSEAL_UW_ZOO"], ENV["TSEAL_UW_PLUGIN"]
 CHECK_RE = re.compile(r"unwind check: (\d+) stacks compared with libunwind, (\d+) differed; "
                       r"(\d+) walked by libunwind alone; (\d+) frame rules learned")
-REUSED_RE = re.compile(r"(\d+) walks finished from the previous one's frames")
+REUSED_RE = re.compile(r"(\d+) walks finished from the previous one's frames, (\d+) of them "
+                       r"the same stack whole")
 
 
 def run(cmd, tmp, unwind, extra=None, backend="hooks"):
@@ -95,9 +99,32 @@ def rbp_loop():
         if not m:
             raise Failed("no count of walks finished from the previous one's frames:\n" + p.stderr)
         reused = int(m.group(1))
-        print(f"reused={reused}")
+        print(f"reused={reused} same={m.group(2)}")
         if reused < 990:
             raise Failed(f"only {reused} of 1000 walks ended in the previous walk's frames")
+
+
+def deep_after_shallow():
+    """500 allocations 25 frames of one recursing function deep, then 1000 at
+    75, past the default stack depth: the first deep walk meets the shallow
+    walks' outer frames and ends in them, and the memo it leaves must serve
+    the next deep stack whole (it once kept more frames than a walk may
+    return, and every later walk started over: 2.2x the cost at depth 80)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        p = run([ZOO, "deep-after-shallow", PLUGIN], tmp, "check")
+        compared, _, _ = check_line(p.stderr)
+        if compared < 1500:
+            raise Failed(f"only {compared} stacks compared")
+        m = REUSED_RE.search(p.stderr)
+        if not m:
+            raise Failed("no count of walks finished from the previous one's frames:\n" + p.stderr)
+        reused, same = int(m.group(1)), int(m.group(2))
+        print(f"reused={reused} same={same}")
+        # Two walks start over (the first of each depth), and the first deep
+        # one ends in the shallow walks' frames.
+        if same < 1480:
+            raise Failed(f"only {same} of 1500 walks found the previous walk's stack whole "
+                         f"({reused} ended in its frames)")
 
 
 def python():
@@ -145,7 +172,8 @@ def same_sites():
 
 try:
     {"zoo": zoo, "zoo-cupti": lambda: zoo("cupti"), "python": python,
-     "same-sites": same_sites, "rbp-loop": rbp_loop}[sys.argv[1]]()
+     "same-sites": same_sites, "rbp-loop": rbp_loop,
+     "deep-after-shallow": deep_after_shallow}[sys.argv[1]]()
 except Failed as e:
     print("FAIL: %s" % e)
     sys.exit(1)

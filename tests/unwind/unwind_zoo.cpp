@@ -4,12 +4,16 @@
 // TORCHSEAL_UNWIND=check, every captured stack is walked by both the fast
 // walker and libunwind and any difference is counted (tests/unwind/run.py).
 //
-//   unwind_zoo [leak|rbp-loop] PLUGIN.so
+//   unwind_zoo [leak|rbp-loop|deep-after-shallow] PLUGIN.so
 //   leak: keep one allocation per shape, so the reports of two runs can be
 //         compared site by site.
 //   rbp-loop: only 1000 allocations from one site whose callers keep a
 //         changing counter in rbp (each walk but the first may end in the
 //         last one's frames).
+//   deep-after-shallow: only 500 allocations 25 frames of one recursing
+//         function deep, then 1000 at 75: past the default stack depth
+//         (64), where the deeper stacks' outer frames are the shallower
+//         ones' (each walk but the first of each may end in the memo).
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <signal.h>
@@ -41,6 +45,16 @@ void alloc_keep(void *) {
 }
 
 void (*leaf())(void *) { return g_leak ? alloc_keep : alloc_free; }
+
+// One function recursing: every frame the same return address, as in
+// bench_cuda's depth driver.
+__attribute__((noinline)) void recurse(int depth) {
+  if (depth <= 0)
+    alloc_free(nullptr);
+  else
+    recurse(depth - 1);
+  asm volatile("" ::: "memory");
+}
 
 void on_signal(int) { alloc_free(nullptr); }
 
@@ -108,13 +122,18 @@ int main(int argc, char **argv) {
   if (a < argc && strcmp(argv[a], "leak") == 0) {
     g_leak = true;
     ++a;
+  } else if (a < argc && strcmp(argv[a], "deep-after-shallow") == 0) {
+    // One call site: the two stacks share their outer frames.
+    for (int i = 0; i < 1500; ++i) recurse(i < 500 ? 25 : 75);
+    std::puts("unwind_zoo: done");
+    return 0;
   } else if (a < argc && strcmp(argv[a], "rbp-loop") == 0) {
     zoo_rbp_counter(1000, alloc_free, nullptr);
     std::puts("unwind_zoo: done");
     return 0;
   }
   if (a >= argc) {
-    std::fprintf(stderr, "usage: unwind_zoo [leak|rbp-loop] PLUGIN.so\n");
+    std::fprintf(stderr, "usage: unwind_zoo [leak|rbp-loop|deep-after-shallow] PLUGIN.so\n");
     return 2;
   }
   for (int depth = 0; depth <= 40; depth += g_leak ? 20 : 1)

@@ -210,11 +210,17 @@ std::atomic<uint64_t> g_memo_gen{1};
 // Walks that ended in the memo, of threads that have exited (each thread
 // counts its own: a shared counter cost a locked add on every walk).
 std::atomic<uint64_t> g_memo_reused{0};
+// Of those, the stack whole again (same_as_last(): no step, no copy).
+std::atomic<uint64_t> g_memo_same{0};
 struct MemoPair {
   WalkMemo buf[2];
   int cur = 0;
   uint64_t reused = 0;  // this thread's walks that ended in the memo
-  ~MemoPair() { g_memo_reused.fetch_add(reused, std::memory_order_relaxed); }
+  uint64_t same = 0;    // of which the stack whole again
+  ~MemoPair() {
+    g_memo_reused.fetch_add(reused, std::memory_order_relaxed);
+    g_memo_same.fetch_add(same, std::memory_order_relaxed);
+  }
 };
 using ThreadMemo = ThreadHeap<MemoPair>;
 // Set while this thread walks: a walk nested in it (a signal handler's) must
@@ -253,11 +259,14 @@ inline void rbp_needs(WalkMemo &w, int k, bool outer) {
   }
 }
 
-// The checks of the steps from frames [0, k), appended in frame order (the
-// lists must be empty or hold the checks of frames from k outwards, which
-// `tail` then moves behind: the memo a walk ended in). Step j reached frame
-// j + 1; a saved rbp that no frame needs goes unchecked: such code saved a
-// register that held a loop counter, not a frame pointer.
+// The checks of the steps from frames [0, k), appended in frame order, then
+// those of `tail`'s frames from tail_from on (the memo a walk ended in) for
+// w's frames [k, n): all of them, or, when w stops short of tail's last
+// frame (a walk cut at max), those of the steps between its frames. Step j
+// reached frame j + 1; a saved rbp that no frame needs goes unchecked: such
+// code saved a register that held a loop counter, not a frame pointer.
+// (Frames copied from `tail` keep its rbp needs: a longer walk's, at least
+// as strict.)
 inline void make_checks(WalkMemo &w, int k, const WalkMemo *tail, int tail_from) {
   for (int j = 0; j < k; ++j) {
     w.first_pair[j] = static_cast<uint16_t>(w.npairs);
@@ -276,8 +285,11 @@ inline void make_checks(WalkMemo &w, int k, const WalkMemo *tail, int tail_from)
     if (src && need) w.word[w.nwords++] = {src, w.rbp[j + 1]};
   }
   if (!tail) return;
-  int pairs = tail->npairs - tail->first_pair[tail_from];
-  int words = tail->nwords - tail->first_word[tail_from];
+  int tail_end = tail_from + (w.n - k);  // tail's first frame w does not hold
+  int pairs = (tail_end < tail->n ? tail->first_pair[tail_end - 1] : tail->npairs) -
+              tail->first_pair[tail_from];
+  int words = (tail_end < tail->n ? tail->first_word[tail_end - 1] : tail->nwords) -
+              tail->first_word[tail_from];
   for (int j = k; j < w.n; ++j) {
     int t = tail_from + (j - k);
     w.first_pair[j] =
@@ -338,6 +350,7 @@ __attribute__((always_inline)) inline int same_as_last(const Start &s, int max, 
       (w.rbp_in[0] && w.rbp[0] != s.rbp) || !memo_holds(w, 0))
     return -1;
   ++mp->reused;
+  ++mp->same;
   *hash = w.hash;
   *frames = w.ip;
   return w.n;
@@ -403,12 +416,15 @@ __attribute__((noinline)) int walk(const Start &s, uint64_t *out, int max, uint6
           int n = static_cast<int>(p - out);
           for (int j = 0; j < take; ++j) h.add(prev->ip[m + j]);
           *hash = h.finish(n);
-          bool truncated = take < prev->n - m;
-          // This walk's inner frames and the old walk's outer ones are the
-          // next walk's memo.
-          int total = k + (prev->n - m);
+          // This walk's inner frames and the old walk's outer ones, as far
+          // as this walk took them, are the next walk's memo: a walk cut at
+          // `max`. (A memo longer than `max` can never serve a stack whole
+          // again: every later walk started over and merged again, 2.2x the
+          // cost at depth 80, bench/RESULTS.md.)
+          bool cut = take < prev->n - m;
+          int total = k + take;
           if (rec && total <= kMemoFrames) {
-            for (int j = m; j < prev->n; ++j) {
+            for (int j = m; j < m + take; ++j) {
               rec->ip[k + j - m] = prev->ip[j];
               rec->rsp[k + j - m] = prev->rsp[j];
               rec->rbp[k + j - m] = prev->rbp[j];
@@ -417,12 +433,12 @@ __attribute__((noinline)) int walk(const Start &s, uint64_t *out, int max, uint6
               rec->rbp_in[k + j - m] = prev->rbp_in[j];
             }
             rec->n = total;
-            rec->end_src = prev->end_src;
+            rec->end_src = cut ? 0 : prev->end_src;
             rbp_needs(*rec, k, prev->rbp_in[m]);
             make_checks(*rec, k, prev, m);
-            rec->whole = prev->whole;
+            rec->whole = !cut && prev->whole;
             rec->gen = gen;
-            rec->hash = truncated ? hash_ips(rec->ip, total) : *hash;
+            rec->hash = *hash;
             mp->cur ^= 1;
           }
           return n;
@@ -725,22 +741,24 @@ void unwinder_log_summary() {
   uint64_t fb = g_fallbacks.load(std::memory_order_relaxed);
   const MemoPair *mine = ThreadMemo::get();
   uint64_t reused = g_memo_reused.load() + (mine ? mine->reused : 0);
+  uint64_t same = g_memo_same.load() + (mine ? mine->same : 0);
   if (g_mode == UnwindMode::Check) {
     uint64_t checked = g_checked.load(), bad = g_mismatches.load();
     // Warn level: it is the answer the user asked for with =check.
     log::warn(
         "unwind check: %llu stacks compared with libunwind, %llu differed; %llu walked "
         "by libunwind alone; %llu frame rules learned; %llu walks finished from the "
-        "previous one's frames",
+        "previous one's frames, %llu of them the same stack whole",
         static_cast<unsigned long long>(checked), static_cast<unsigned long long>(bad),
         static_cast<unsigned long long>(fb), static_cast<unsigned long long>(g_learned.load()),
-        static_cast<unsigned long long>(reused));
+        static_cast<unsigned long long>(reused), static_cast<unsigned long long>(same));
   } else {
     log::info(
         "unwinder: %llu stacks handed to libunwind; %llu frame rules learned; %llu walks "
-        "finished from the previous one's frames (this thread's and exited threads')",
+        "finished from the previous one's frames, %llu of them the same stack whole (this "
+        "thread's and exited threads')",
         static_cast<unsigned long long>(fb), static_cast<unsigned long long>(g_learned.load()),
-        static_cast<unsigned long long>(reused));
+        static_cast<unsigned long long>(reused), static_cast<unsigned long long>(same));
   }
 }
 
