@@ -127,10 +127,16 @@ __attribute__((noinline)) int general_step(Frame &f, uint64_t hi) {
     r = FrameRule::unpack(v);
   } else {
     r = unwind::learn_rule(f.ip, f.rsp, f.rbp, hi);
-    g_rules.insert(f.ip, r.pack());
+    // Not kept (the probe run is full): libunwind walks this stack, as the
+    // table's contract says, rather than a rule learned afresh each time
+    // from this frame's registers (the memo assumes one rule an address).
+    if (!g_rules.insert(f.ip, r.pack())) return -1;
     g_learned.fetch_add(1, std::memory_order_relaxed);
   }
-  if (r.kind == RuleKind::End) return 0;
+  if (r.kind == RuleKind::End) {
+    f.rbp_in = false;  // reads nothing: the frame's rbp is no later step's
+    return 0;
+  }
   if (r.kind != RuleKind::Step) return -1;
   return apply(r, f.ip, f.rsp, f.rbp, hi, f.rbp_src, f.rbp_in);
 }
@@ -368,6 +374,7 @@ __attribute__((noinline)) int walk(const Start &s, uint64_t *out, int max, uint6
 // (`*frames` says where; valid until this thread's next walk).
 __attribute__((noinline)) int fast_walk(uint64_t *out, int max, uint64_t *hash,
                                         const uint64_t **frames) {
+  if (max <= 0) return -1;  // the walk's end test needs room for one frame
   Start s;
   if (!first_frame(static_cast<const uint64_t *>(__builtin_frame_address(0)), s)) return -1;
   bool outer = !t_walking;
@@ -382,9 +389,12 @@ __attribute__((noinline)) int fast_walk(uint64_t *out, int max, uint64_t *hash,
 __attribute__((noinline)) int walk(const Start &s, uint64_t *out, int max, uint64_t *hash,
                                    bool use_memo) {
   uint64_t ip = s.ip, rsp = s.rsp, rbp = s.rbp, hi = s.hi;
+  // The generation before the table: an unload bumps it before and after
+  // replacing the table, so a walk that read the old table cannot label
+  // its memo with the generation that follows the replacement.
+  uint64_t gen = g_memo_gen.load(std::memory_order_acquire);
   unwind::RuleTable::Table table = g_rules.table();
   MemoPair *mp = use_memo ? ThreadMemo::get_or_make() : nullptr;
-  uint64_t gen = g_memo_gen.load(std::memory_order_relaxed);
   WalkMemo *rec = nullptr, *prev = nullptr;
   if (mp) {
     rec = &mp->buf[mp->cur];
@@ -720,7 +730,9 @@ void unwinder_code_unloaded(const CodeRanges &before) {
   // stack, whose code cannot be unloaded under it), so the table stays.
   unwind::AddressRanges gone;
   if (!before.ranges.empty() && gone_since(before, &gone) && !g_rules.has_key_in(gone)) return;
-  if (!g_rules.clear()) {
+  bool cleared = g_rules.clear();
+  g_memo_gen.fetch_add(1, std::memory_order_release);  // see walk()
+  if (!cleared) {
     // Many unloads (each retires a table): stop learning, walk with libunwind.
     g_fast.store(false);
     log::warn(
