@@ -17,7 +17,7 @@ namespace clock_detail {
 
 Line g_line;
 std::atomic<int> g_mode{kUnknown};
-__thread ThreadLine t_line __attribute__((tls_model("initial-exec")));
+__thread ThreadLines t_lines __attribute__((tls_model("initial-exec")));
 std::atomic<bool> g_updating{false};
 
 namespace {
@@ -98,22 +98,19 @@ void set_line(uint64_t t, uint64_t ns, double rate) {
                      static_cast<uint64_t>(kReanchorNs / rate)});
 }
 
-// Set while this thread writes its copy: a signal handler's stamp in
-// between must not write it too (the two writes would interleave into a
-// copy of neither line).
+// Set while this thread writes a copy: a signal handler's stamp in between
+// must not write one too (it would write the copy being written, or flip to
+// it half written).
 __thread bool t_copying __attribute__((tls_model("initial-exec")));
 
 void copy_line(const ThreadLine &l) {
   if (t_copying) return;
   t_copying = true;
   std::atomic_signal_fence(std::memory_order_seq_cst);
-  t_line.window = 0;
+  uint32_t next = (__atomic_load_n(&t_lines.cur, __ATOMIC_RELAXED) & 1) ^ 1;
+  t_lines.line[next] = l;
   std::atomic_signal_fence(std::memory_order_seq_cst);
-  t_line.anchor_tsc = l.anchor_tsc;
-  t_line.anchor_ns = l.anchor_ns;
-  t_line.mult = l.mult;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  t_line.window = l.window;
+  __atomic_store_n(&t_lines.cur, next, __ATOMIC_RELAXED);
   std::atomic_signal_fence(std::memory_order_seq_cst);
   t_copying = false;
 }

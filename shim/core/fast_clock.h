@@ -36,11 +36,24 @@ extern std::atomic<int> g_mode;
 // two checks a stamp; bench/RESULTS.md). The copy is as good as the shared
 // line: a line is only ever replaced by one anchored past its window, so a
 // tick inside a copy's window maps as the shared line mapped it. window == 0:
-// no copy yet (or one being written).
+// no copy yet.
 struct ThreadLine {
   uint64_t anchor_tsc, anchor_ns, mult, window;
 };
-extern __thread ThreadLine t_line __attribute__((tls_model("initial-exec")));
+// Two copies: a new one is written into the copy not in use, then `cur`
+// flips. A signal handler whose stamp makes a new copy (a re-anchor came
+// due) between a stamp's loads of the old copy leaves those words alone; one
+// copy, rewritten in place, let a stamp mix two lines' words (250 ms wrong,
+// once under load in CI's shim_unit).
+struct ThreadLines {
+  ThreadLine line[2];
+  uint32_t cur;
+};
+extern __thread ThreadLines t_lines __attribute__((tls_model("initial-exec")));
+// The copy stamps read now.
+inline const ThreadLine &thread_line() {
+  return t_lines.line[__atomic_load_n(&t_lines.cur, __ATOMIC_RELAXED) & 1];
+}
 // Set by the thread re-anchoring the line (or calibrating).
 extern std::atomic<bool> g_updating;
 
@@ -54,11 +67,11 @@ uint64_t now_ns_slow();
 inline uint64_t now_ns() {
 #if defined(__x86_64__)
   using namespace clock_detail;
+  const ThreadLine &l = thread_line();
   // Unsigned: a TSC behind the anchor (another CPU's) is outside too.
-  uint64_t d = __rdtsc() - t_line.anchor_tsc;
-  if (d <= t_line.window)
-    return t_line.anchor_ns +
-           static_cast<uint64_t>((static_cast<unsigned __int128>(d) * t_line.mult) >> 32);
+  uint64_t d = __rdtsc() - l.anchor_tsc;
+  if (d <= l.window)
+    return l.anchor_ns + static_cast<uint64_t>((static_cast<unsigned __int128>(d) * l.mult) >> 32);
 #endif
   return clock_detail::now_ns_slow();
 }

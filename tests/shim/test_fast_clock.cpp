@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -72,12 +73,14 @@ TEST_CASE("threads read one clock") {
 // re-anchors it slept through must not be used past its window.
 TEST_CASE("a thread asleep across re-anchors stamps on the current line") {
   std::thread([] {
-    using torchseal::clock_detail::t_line;
+    using torchseal::clock_detail::thread_line;
     // Past calibration (10 ms), so that this thread holds a copy.
     uint64_t first = torchseal::now_ns();
-    for (uint64_t end = mono() + 100'000'000; !t_line.window && mono() < end;)
+    for (uint64_t end = mono() + 100'000'000; !thread_line().window && mono() < end;)
       first = torchseal::now_ns();
-    const auto old = t_line;
+    const auto old = thread_line();
+    // What a stamp interrupted by a signal handler would still be reading.
+    const auto &in_use = thread_line();
     std::this_thread::sleep_for(std::chrono::milliseconds(600));  // two re-anchors
     uint64_t before = mono();
     uint64_t t = torchseal::now_ns();
@@ -89,8 +92,13 @@ TEST_CASE("a thread asleep across re-anchors stamps on the current line") {
       // The old copy's window had passed: the stamp came from a copy made
       // now, of a line anchored past the old one's window.
       CHECK(old.window != 0);
-      CHECK(t_line.anchor_tsc > old.anchor_tsc + old.window);
-      CHECK(__rdtsc() - t_line.anchor_tsc <= t_line.window);
+      const auto &now = thread_line();
+      CHECK(now.anchor_tsc > old.anchor_tsc + old.window);
+      CHECK(__rdtsc() - now.anchor_tsc <= now.window);
+      // The new copy went elsewhere: the words a stamp was reading stay one
+      // line's (a copy rewritten in place let such a stamp mix two lines).
+      CHECK(&now != &in_use);
+      CHECK(std::memcmp(&in_use, &old, sizeof old) == 0);
     }
   }).join();
 }
