@@ -84,24 +84,32 @@ def zoo(backend="hooks"):
                          "(or the run never got past them):\n" + p.stderr)
 
 
+def memo_run(mode, stacks):
+    """unwind_zoo MODE under =check: no stack may differ and at least `stacks`
+    must be compared. Returns (walks that ended in the memo, of which the
+    same stack whole)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        p = run([ZOO, mode, PLUGIN], tmp, "check")
+    compared, _, _ = check_line(p.stderr)
+    if compared < stacks:
+        raise Failed(f"only {compared} stacks compared")
+    m = REUSED_RE.search(p.stderr)
+    if not m:
+        raise Failed("no count of walks finished from the previous one's frames:\n" + p.stderr)
+    reused, same = int(m.group(1)), int(m.group(2))
+    print(f"reused={reused} same={same}")
+    return reused, same
+
+
 def rbp_loop():
     """1000 allocations from one site under callers that keep a changing
     counter in rbp: the walks must agree with libunwind, and each but the
     first must end in the last one's frames (the saved counter is a word no
     step reads; static cudart's frames under the driver hooks are such
     callers, and before this every walk of theirs started over)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        p = run([ZOO, "rbp-loop", PLUGIN], tmp, "check")
-        compared, _, _ = check_line(p.stderr)
-        if compared < 1000:
-            raise Failed(f"only {compared} stacks compared")
-        m = REUSED_RE.search(p.stderr)
-        if not m:
-            raise Failed("no count of walks finished from the previous one's frames:\n" + p.stderr)
-        reused = int(m.group(1))
-        print(f"reused={reused} same={m.group(2)}")
-        if reused < 990:
-            raise Failed(f"only {reused} of 1000 walks ended in the previous walk's frames")
+    reused, _ = memo_run("rbp-loop", 1000)
+    if reused < 990:
+        raise Failed(f"only {reused} of 1000 walks ended in the previous walk's frames")
 
 
 def deep_after_shallow():
@@ -110,21 +118,12 @@ def deep_after_shallow():
     walks' outer frames and ends in them, and the memo it leaves must serve
     the next deep stack whole (it once kept more frames than a walk may
     return, and every later walk started over: 2.2x the cost at depth 80)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        p = run([ZOO, "deep-after-shallow", PLUGIN], tmp, "check")
-        compared, _, _ = check_line(p.stderr)
-        if compared < 1500:
-            raise Failed(f"only {compared} stacks compared")
-        m = REUSED_RE.search(p.stderr)
-        if not m:
-            raise Failed("no count of walks finished from the previous one's frames:\n" + p.stderr)
-        reused, same = int(m.group(1)), int(m.group(2))
-        print(f"reused={reused} same={same}")
-        # Two walks start over (the first of each depth), and the first deep
-        # one ends in the shallow walks' frames.
-        if same < 1480:
-            raise Failed(f"only {same} of 1500 walks found the previous walk's stack whole "
-                         f"({reused} ended in its frames)")
+    reused, same = memo_run("deep-after-shallow", 1500)
+    # Two walks start over (the first of each depth), and the first deep one
+    # ends in the shallow walks' frames.
+    if same < 1480:
+        raise Failed(f"only {same} of 1500 walks found the previous walk's stack whole "
+                     f"({reused} ended in its frames)")
 
 
 def python():

@@ -256,24 +256,20 @@ inline bool memo_holds(const WalkMemo &w, int m) {
   return (d[0] | d[1]) == 0;
 }
 
-// Which of frames [0, k) need their rbp for the walk outwards, given frame
-// k's need (false past the last frame).
-inline void rbp_needs(WalkMemo &w, int k, bool outer) {
-  for (int j = k - 1; j >= 0; --j) {
-    outer = w.rbp_read[j] || (w.rbp_src[j] == 0 && outer);
-    w.rbp_in[j] = outer;
-  }
-}
-
 // The checks of the steps from frames [0, k), appended in frame order, then
 // those of `tail`'s frames from tail_from on (the memo a walk ended in) for
 // w's frames [k, n): all of them, or, when w stops short of tail's last
 // frame (a walk cut at max), those of the steps between its frames. Step j
 // reached frame j + 1; a saved rbp that no frame needs goes unchecked: such
 // code saved a register that held a loop counter, not a frame pointer.
-// (Frames copied from `tail` keep its rbp needs: a longer walk's, at least
-// as strict.)
-inline void make_checks(WalkMemo &w, int k, const WalkMemo *tail, int tail_from) {
+// First, which of frames [0, k) need their rbp for the walk outwards, given
+// frame k's need `outer` (false past the last frame). (Frames copied from
+// `tail` keep its rbp needs: a longer walk's, at least as strict.)
+inline void make_checks(WalkMemo &w, int k, bool outer, const WalkMemo *tail, int tail_from) {
+  for (int j = k - 1; j >= 0; --j) {
+    outer = w.rbp_read[j] || (w.rbp_src[j] == 0 && outer);
+    w.rbp_in[j] = outer;
+  }
   for (int j = 0; j < k; ++j) {
     w.first_pair[j] = static_cast<uint16_t>(w.npairs);
     w.first_word[j] = static_cast<uint16_t>(w.nwords);
@@ -444,8 +440,7 @@ __attribute__((noinline)) int walk(const Start &s, uint64_t *out, int max, uint6
             }
             rec->n = total;
             rec->end_src = cut ? 0 : prev->end_src;
-            rbp_needs(*rec, k, prev->rbp_in[m]);
-            make_checks(*rec, k, prev, m);
+            make_checks(*rec, k, prev->rbp_in[m], prev, m);
             rec->whole = !cut && prev->whole;
             rec->gen = gen;
             rec->hash = *hash;
@@ -514,8 +509,7 @@ __attribute__((noinline)) int walk(const Start &s, uint64_t *out, int max, uint6
   if (rec && n <= kMemoFrames) {
     rec->n = n;
     rec->end_src = end_src;
-    rbp_needs(*rec, n, false);
-    make_checks(*rec, n, nullptr, 0);
+    make_checks(*rec, n, false, nullptr, 0);
     rec->whole = whole;
     rec->gen = gen;
     rec->hash = *hash;
